@@ -1,0 +1,65 @@
+//! Response header fields of draft-ietf-httpapi-ratelimit-headers-10, in structured-field
+//! syntax. The scope names the policy; no partition key (the client's identity) is ever sent.
+
+use super::decision::Verdict;
+
+/// Whole seconds, rounded up.
+fn ceil_seconds(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}
+
+/// `RateLimit-Policy`, `RateLimit` and, on a denial, `Retry-After`.
+pub fn fields(scope: &str, limit: u64, per_ms: u64, v: &Verdict) -> Vec<(&'static str, String)> {
+    let t = ceil_seconds(v.next_token_ms);
+    let mut out = vec![
+        ("RateLimit-Policy", format!("\"{scope}\";q={limit};w={}", ceil_seconds(per_ms))),
+        ("RateLimit", format!("\"{scope}\";r={};t={t}", v.remaining)),
+    ];
+    if !v.allowed {
+        let retry = ceil_seconds(v.retry_after_ms).max(1).max(t);
+        out.push(("Retry-After", retry.to_string()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::decision::{Reason, Verdict};
+
+    fn verdict(allowed: bool, remaining: u64, retry: u64, next: u64) -> Verdict {
+        let reason = if allowed { Reason::Ok } else { Reason::Rate };
+        Verdict { allowed, reason, remaining, retry_after_ms: retry, reset_after_ms: 0, next_token_ms: next }
+    }
+
+    #[test]
+    fn allowed_calls_carry_policy_and_remaining() {
+        let f = fields("default", 5, 60_000, &verdict(true, 4, 0, 12_000));
+        assert_eq!(
+            f,
+            vec![
+                ("RateLimit-Policy", "\"default\";q=5;w=60".to_string()),
+                ("RateLimit", "\"default\";r=4;t=12".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn window_and_times_round_up() {
+        let f = fields("api", 3, 1_500, &verdict(true, 0, 0, 1));
+        assert_eq!(f[0].1, "\"api\";q=3;w=2");
+        assert_eq!(f[1].1, "\"api\";r=0;t=1");
+    }
+
+    #[test]
+    fn denials_add_retry_after_of_at_least_one_second() {
+        let f = fields("default", 5, 60_000, &verdict(false, 0, 10, 10));
+        assert_eq!(f[2], ("Retry-After", "1".to_string()));
+    }
+
+    #[test]
+    fn retry_after_is_never_earlier_than_the_next_token() {
+        let f = fields("default", 5, 60_000, &verdict(false, 0, 2_000, 12_000));
+        assert_eq!(f[2], ("Retry-After", "12".to_string()));
+    }
+}

@@ -1,0 +1,10 @@
+//! The pure core: bucket arithmetic, lease rules, subject normalisation and pseudonyms,
+//! configuration parsing and response headers. No PHP, no I/O, time passed in: everything here
+//! is tested by `cargo test --no-default-features`, and a second storage backend reuses it.
+
+pub mod bucket;
+pub mod decision;
+pub mod config;
+pub mod headers;
+pub mod lease;
+pub mod subject;

@@ -1,0 +1,310 @@
+//! The SQLite store: one file shared by every worker of a host.
+//!
+//! Each decision is one write transaction begun as a writer (`BEGIN IMMEDIATE`), so two
+//! workers can never both read the same tokens and both take them. WAL with
+//! `synchronous=NORMAL`: a commit is durable against a crashed process (what a killed worker
+//! is) and costs no fsync; a power cut can lose the last few decisions, which only ever gives
+//! tokens back to clients as if a little time had passed.
+
+use super::{Acquired, Counters, Stats, Store, StoreError};
+use crate::core::bucket::{Bucket, Policy};
+use crate::core::decision::{self, Ask, Reason, Verdict};
+use crate::core::lease::{self, LeaseId, Slots};
+use crate::core::subject::Pseudonym;
+use rand::TryRng;
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS buckets (
+    key     BLOB PRIMARY KEY,   -- 16-byte pseudonym of (scope, subject)
+    tokens  INTEGER NOT NULL,   -- milli-tokens held
+    stamp   INTEGER NOT NULL,   -- ms up to which earnings are credited
+    full_at INTEGER NOT NULL,   -- ms from which the bucket is full again (droppable)
+    used_at INTEGER NOT NULL    -- ms of the last decision, for LRU eviction
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS buckets_full_at ON buckets(full_at);
+CREATE INDEX IF NOT EXISTS buckets_used_at ON buckets(used_at);
+CREATE TABLE IF NOT EXISTS leases (
+    id      BLOB PRIMARY KEY,   -- 16 random bytes
+    key     BLOB NOT NULL,
+    expires INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS leases_key ON leases(key, expires);
+CREATE INDEX IF NOT EXISTS leases_expires ON leases(expires);
+CREATE TABLE IF NOT EXISTS stats (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    allowed INTEGER NOT NULL DEFAULT 0,
+    denied_rate INTEGER NOT NULL DEFAULT 0,
+    denied_inflight INTEGER NOT NULL DEFAULT 0,
+    unavailable INTEGER NOT NULL DEFAULT 0,
+    leases_expired INTEGER NOT NULL DEFAULT 0,
+    evicted INTEGER NOT NULL DEFAULT 0,
+    clock_regressions INTEGER NOT NULL DEFAULT 0,
+    entries INTEGER NOT NULL DEFAULT 0   -- rows in buckets, kept in step so no COUNT(*) is needed
+);
+INSERT OR IGNORE INTO stats (id) VALUES (0);
+";
+
+/// Drained buckets dropped at once when the table is full: amortises the clean-up.
+const DRAIN_BATCH: u32 = 64;
+
+/// Changes one transaction makes to the stats row.
+#[derive(Default)]
+struct Delta {
+    counters: Counters,
+    entries: i64,
+}
+
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    max_entries: u64,
+    /// Counts that could not be written (the file was busy); added by the next write.
+    pending: Counters,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`. Call after fork, never before.
+    pub fn open(path: &Path, busy_timeout_ms: u64, max_entries: u64) -> Result<Self, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+        let mut store = Self { conn, path: path.to_owned(), max_entries, pending: Counters::default() };
+        store.init(busy_timeout_ms).map_err(|e| store.classify(e))?;
+        Ok(store)
+    }
+
+    fn init(&mut self, busy_timeout_ms: u64) -> rusqlite::Result<()> {
+        self.conn.busy_timeout(Duration::from_millis(busy_timeout_ms))?;
+        let mode: String = self.conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            self.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
+        }
+        self.conn.execute_batch("PRAGMA synchronous=NORMAL")?;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(SCHEMA)?;
+        tx.commit()
+    }
+
+    fn classify(&self, source: rusqlite::Error) -> StoreError {
+        let path = self.path.clone();
+        match source.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy,
+            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt { path, source },
+            Some(ErrorCode::CannotOpen) => StoreError::Open { path, source },
+            _ => StoreError::Sqlite { path, source },
+        }
+    }
+
+    /// Runs `f` in one write transaction and adds its counts (and any pending ones) to the
+    /// stats row in the same transaction.
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &mut Delta, u64) -> Result<T, Failed>,
+    ) -> Result<T, StoreError> {
+        let max_entries = self.max_entries;
+        let mut delta = Delta { counters: self.pending, entries: 0 };
+        let result = (|| {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx, &mut delta, max_entries)?;
+            let c = &delta.counters;
+            tx.prepare_cached(
+                "UPDATE stats SET allowed = allowed + ?1, denied_rate = denied_rate + ?2,
+                 denied_inflight = denied_inflight + ?3, unavailable = unavailable + ?4,
+                 leases_expired = leases_expired + ?5, evicted = evicted + ?6,
+                 clock_regressions = clock_regressions + ?7, entries = entries + ?8 WHERE id = 0",
+            )?
+            .execute(params![
+                c.allowed as i64, c.denied_rate as i64, c.denied_inflight as i64,
+                c.unavailable as i64, c.leases_expired as i64, c.evicted as i64,
+                c.clock_regressions as i64, delta.entries
+            ])?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        match result {
+            Ok(out) => {
+                self.pending = Counters::default();
+                Ok(out)
+            }
+            Err(Failed::Sqlite(e)) => Err(self.classify(e)),
+            Err(Failed::Store(e)) => Err(e),
+        }
+    }
+}
+
+/// Internal error of a transaction body: SQLite's, classified afterwards, or already typed.
+enum Failed {
+    Sqlite(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for Failed {
+    fn from(e: rusqlite::Error) -> Self {
+        Failed::Sqlite(e)
+    }
+}
+
+impl From<StoreError> for Failed {
+    fn from(e: StoreError) -> Self {
+        Failed::Store(e)
+    }
+}
+
+fn read_bucket(tx: &Connection, key: &Pseudonym) -> rusqlite::Result<Option<Bucket>> {
+    tx.prepare_cached("SELECT tokens, stamp FROM buckets WHERE key = ?1")?
+        .query_row([key], |r| Ok(Bucket { tokens: r.get::<_, i64>(0)?.max(0) as u64, stamp: r.get(1)? }))
+        .optional()
+}
+
+/// Makes room for one more bucket: drained buckets (full again) go first, then the least
+/// recently used one; buckets holding a live lease never go. False when nothing could go.
+fn make_room(tx: &Transaction<'_>, now: i64, max: u64, delta: &mut Delta) -> rusqlite::Result<bool> {
+    let stored: i64 = tx.prepare_cached("SELECT entries FROM stats WHERE id = 0")?.query_row([], |r| r.get(0))?;
+    let mut entries = stored + delta.entries;
+    while entries >= max as i64 {
+        let drained = tx
+            .prepare_cached(
+                "DELETE FROM buckets WHERE key IN (SELECT b.key FROM buckets b WHERE b.full_at <= ?1
+                 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = b.key) LIMIT ?2)",
+            )?
+            .execute(params![now, DRAIN_BATCH])? as i64;
+        if drained > 0 {
+            entries -= drained;
+            delta.entries -= drained;
+            continue;
+        }
+        let evicted = tx
+            .prepare_cached(
+                "DELETE FROM buckets WHERE key = (SELECT b.key FROM buckets b WHERE NOT EXISTS
+                 (SELECT 1 FROM leases l WHERE l.key = b.key) ORDER BY b.used_at LIMIT 1)",
+            )?
+            .execute([])? as i64;
+        if evicted == 0 {
+            return Ok(false);
+        }
+        entries -= evicted;
+        delta.entries -= evicted;
+        delta.counters.evicted += evicted as u64;
+    }
+    Ok(true)
+}
+
+fn new_lease_id() -> Result<LeaseId, StoreError> {
+    let mut id = [0u8; 16];
+    rand::rngs::SysRng.try_fill_bytes(&mut id).map_err(|e| StoreError::Random(e.to_string()))?;
+    Ok(LeaseId(id))
+}
+
+impl Store for SqliteStore {
+    fn acquire(&mut self, key: &Pseudonym, ask: &Ask, lease_ttl_ms: u64, now: i64)
+        -> Result<Acquired, StoreError> {
+        // Drawn before the transaction, so that the write lock is held no longer than needed.
+        let lease_id = if ask.max_inflight > 0 { Some(new_lease_id()?) } else { None };
+        let result = self.write(|tx, delta, max_entries| {
+            let expired = tx.prepare_cached("DELETE FROM leases WHERE expires <= ?1")?.execute([now])?;
+            delta.counters.leases_expired += expired as u64;
+            let stored = read_bucket(tx, key)?;
+            let slots = if ask.max_inflight > 0 {
+                let (live, earliest) = tx
+                    .prepare_cached("SELECT count(*), min(expires) FROM leases WHERE key = ?1")?
+                    .query_row([key], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?)))?;
+                Slots { live: live as u64, earliest_expiry: earliest }
+            } else {
+                Slots::default()
+            };
+            if stored.is_none() {
+                if !make_room(tx, now, max_entries, delta)? {
+                    delta.counters.unavailable += 1;
+                    return Ok(Acquired { verdict: Verdict::unavailable(false), lease: None });
+                }
+                delta.entries += 1;
+            }
+            let d = decision::decide(stored, ask, slots, now);
+            delta.counters.clock_regressions += u64::from(d.clock_regressed);
+            match d.verdict.reason {
+                Reason::Ok => delta.counters.allowed += 1,
+                Reason::Rate => delta.counters.denied_rate += 1,
+                Reason::Inflight => delta.counters.denied_inflight += 1,
+                Reason::Unavailable => delta.counters.unavailable += 1,
+            }
+            // Written on denials too: `used_at` keeps a hammered subject from looking idle.
+            tx.prepare_cached(
+                "INSERT INTO buckets (key, tokens, stamp, full_at, used_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
+                 full_at = excluded.full_at, used_at = excluded.used_at",
+            )?
+            .execute(params![key, d.bucket.tokens as i64, d.bucket.stamp, d.bucket.full_at(&ask.policy), now])?;
+            let lease = match lease_id {
+                Some(id) if d.verdict.allowed => {
+                    tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
+                        .execute(params![id.0, key, lease::expiry(now, lease_ttl_ms)])?;
+                    Some(id)
+                }
+                _ => None,
+            };
+            Ok(Acquired { verdict: d.verdict, lease })
+        });
+        if matches!(result, Err(StoreError::Busy)) {
+            self.pending.unavailable += 1;
+        }
+        result
+    }
+
+    fn peek(&mut self, key: &Pseudonym, policy: &Policy, now: i64) -> Result<Verdict, StoreError> {
+        let stored = read_bucket(&self.conn, key).map_err(|e| self.classify(e))?;
+        Ok(decision::peek(stored, policy, now))
+    }
+
+    fn release(&mut self, leases: &[LeaseId], now: i64) -> Result<u64, StoreError> {
+        self.write(|tx, _, _| {
+            let mut freed = 0;
+            let mut delete = tx.prepare_cached("DELETE FROM leases WHERE id = ?1 AND expires > ?2")?;
+            for id in leases {
+                freed += delete.execute(params![id.0, now])? as u64;
+            }
+            Ok(freed)
+        })
+    }
+
+    fn reset(&mut self, key: &Pseudonym) -> Result<bool, StoreError> {
+        self.write(|tx, delta, _| {
+            let buckets = tx.prepare_cached("DELETE FROM buckets WHERE key = ?1")?.execute([key])?;
+            let leases = tx.prepare_cached("DELETE FROM leases WHERE key = ?1")?.execute([key])?;
+            delta.entries -= buckets as i64;
+            Ok(buckets + leases > 0)
+        })
+    }
+
+    fn stats(&mut self, now: i64) -> Result<Stats, StoreError> {
+        let read = || -> rusqlite::Result<Stats> {
+            let tx = self.conn.unchecked_transaction()?;
+            let mut s = tx.query_row(
+                "SELECT allowed, denied_rate, denied_inflight, unavailable, leases_expired, evicted,
+                 clock_regressions, entries FROM stats WHERE id = 0",
+                [],
+                |r| {
+                    let n = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+                    Ok(Stats {
+                        counters: Counters {
+                            allowed: n(0)?, denied_rate: n(1)?, denied_inflight: n(2)?, unavailable: n(3)?,
+                            leases_expired: n(4)?, evicted: n(5)?, clock_regressions: n(6)?,
+                        },
+                        entries: n(7)?,
+                        live_leases: 0,
+                    })
+                },
+            )?;
+            s.live_leases = tx.query_row("SELECT count(*) FROM leases WHERE expires > ?1", [now], |r| r.get::<_, i64>(0))? as u64;
+            tx.commit()?;
+            Ok(s)
+        };
+        let mut s = read().map_err(|e| self.classify(e))?;
+        s.counters.add(&self.pending);
+        Ok(s)
+    }
+}
