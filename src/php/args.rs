@@ -1,0 +1,196 @@
+//! Argument handling with PHP's own rules: declared parameters (for Reflection and named
+//! arguments), coercion through the engine's own `zend_parse_arg_*_slow` functions (so weak and
+//! strict mode, deprecations and messages are exactly those of built-in functions), and
+//! `ValueError` texts in PHP's style.
+
+use super::error::Error;
+use ext_php_rs::args::Arg;
+use ext_php_rs::builders::FunctionBuilder;
+use ext_php_rs::ffi::{zend_long, zend_string, zval};
+use ext_php_rs::flags::DataType;
+use ext_php_rs::types::Zval;
+use ext_php_rs::zend::ExecuteData;
+
+// Exported by every PHP 8.1-8.4 binary with these signatures (ZEND_FASTCALL is empty on
+// x86-64 and aarch64). Declared here because ext-php-rs does not bind them.
+unsafe extern "C" {
+    fn zend_parse_arg_str_slow(arg: *mut zval, dest: *mut *mut zend_string, arg_num: u32) -> bool;
+    fn zend_parse_arg_long_slow(arg: *mut zval, dest: *mut zend_long, arg_num: u32) -> bool;
+    fn zend_parse_arg_double_slow(arg: *mut zval, dest: *mut f64, arg_num: u32) -> bool;
+    fn zend_wrong_parameter_type_error(num: u32, expected_type: u32, arg: *mut zval);
+    fn zend_zval_type_name(arg: *const zval) -> *const std::ffi::c_char;
+}
+
+/// One declared parameter.
+pub struct Param {
+    pub name: &'static str,
+    pub ty: DataType,
+    pub nullable: bool,
+    /// PHP source of the default; `None` for a required parameter.
+    pub default: Option<&'static str>,
+}
+
+pub const fn param(name: &'static str, ty: DataType, nullable: bool, default: Option<&'static str>) -> Param {
+    Param { name, ty, nullable, default }
+}
+
+/// A function declared from its parameter list.
+pub fn declare(name: &'static str, handler: extern "C" fn(&mut ExecuteData, &mut Zval), params: &[Param], returns: DataType) -> FunctionBuilder<'static> {
+    let mut b = FunctionBuilder::new(name, handler);
+    for p in params {
+        let mut a = Arg::new(p.name, p.ty);
+        if p.nullable {
+            a = a.allow_null();
+        }
+        if let Some(d) = p.default {
+            a = a.default(d);
+        }
+        b = b.arg(a);
+    }
+    b.required_args(params.iter().filter(|p| p.default.is_none()).count())
+        .returns(returns, false, false)
+}
+
+/// The arguments of one call, checked for count, read by position.
+pub struct Call {
+    pub func: &'static str,
+    params: &'static [Param],
+    zvals: Vec<Option<*mut Zval>>,
+}
+
+impl Call {
+    /// Reads the arguments; a wrong count has already thrown PHP's `ArgumentCountError`.
+    pub fn new(ex: &mut ExecuteData, func: &'static str, params: &'static [Param]) -> Result<Self, Error> {
+        let mut args: Vec<Arg<'_>> = params.iter().map(|p| Arg::new(p.name, p.ty)).collect();
+        let required = params.iter().filter(|p| p.default.is_none()).count();
+        let mut parser = ex.parser();
+        for a in args.iter_mut() {
+            parser = parser.arg(a);
+        }
+        parser.required_args(required).parse().map_err(|_| Error::AlreadyThrown)?;
+        // The zvals live in the call frame, which outlives this call of the handler.
+        let zvals = args.iter_mut().map(|a| a.zval().map(|z| &mut **z as *mut Zval)).collect();
+        Ok(Self { func, params, zvals })
+    }
+
+    fn zval(&self, i: usize) -> Option<*mut Zval> {
+        self.zvals.get(i).copied().flatten()
+    }
+
+    fn is_null(&self, i: usize) -> bool {
+        // SAFETY: pointers from `new` stay valid for the duration of the handler.
+        self.zval(i).is_none_or(|z| unsafe { (*z).is_null() })
+    }
+
+    /// `Argument #N ($name) ` with the function prefix, as PHP writes it.
+    pub fn prefix(&self, i: usize) -> String {
+        format!("{}(): Argument #{} (${})", self.func, i + 1, self.params[i].name)
+    }
+
+    pub fn value_error(&self, i: usize, what: &str) -> Error {
+        Error::Value(format!("{} {what}", self.prefix(i)))
+    }
+
+    /// PHP's own TypeError for parameter `i` of the given expected type (a `Z_EXPECTED_*`).
+    fn type_error(&self, i: usize, expected: u32) -> Error {
+        if let Some(z) = self.zval(i) {
+            // SAFETY: a valid zval of this call; the engine formats and throws the TypeError.
+            unsafe { zend_wrong_parameter_type_error(i as u32 + 1, expected, z.cast()) };
+        }
+        Error::AlreadyThrown
+    }
+
+    /// A TypeError for a type the engine has no `Z_EXPECTED_*` for (a union).
+    pub fn type_error_text(&self, i: usize, expected: &str) -> Error {
+        // SAFETY: a valid zval; zend_zval_type_name returns a static or class-name string.
+        let given = self.zval(i).map_or("null".into(), |z| unsafe {
+            std::ffi::CStr::from_ptr(zend_zval_type_name(z.cast())).to_string_lossy().into_owned()
+        });
+        Error::Type(format!("{} must be of type {expected}, {given} given", self.prefix(i)))
+    }
+
+    /// A string parameter, coerced as PHP coerces.
+    pub fn string(&self, i: usize) -> Result<Vec<u8>, Error> {
+        let Some(z) = self.zval(i) else {
+            return Ok(self.params[i].default.unwrap_or("").trim_matches('"').as_bytes().to_vec());
+        };
+        // SAFETY: valid zval of this call; the slow path converts it in place on success.
+        unsafe {
+            if !(*z).is_string() {
+                let mut s: *mut zend_string = std::ptr::null_mut();
+                if !zend_parse_arg_str_slow(z.cast(), &mut s, i as u32 + 1) {
+                    return Err(self.type_error(i, expected(ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_STRING, false)));
+                }
+                let s = s.cast::<ext_php_rs::types::ZendStr>().as_ref();
+                return s.map(|s| s.as_bytes().to_vec()).ok_or(Error::AlreadyThrown);
+            }
+            Ok((*z).zend_str().map(|s| s.as_bytes().to_vec()).unwrap_or_default())
+        }
+    }
+
+    /// An int parameter (`?int` when declared nullable; `None` for null or omitted).
+    pub fn long(&self, i: usize) -> Result<Option<i64>, Error> {
+        let nullable = self.params[i].nullable;
+        let Some(z) = self.zval(i) else {
+            return Ok(self.params[i].default.and_then(|d| d.parse().ok()));
+        };
+        if nullable && self.is_null(i) {
+            return Ok(None);
+        }
+        // SAFETY: valid zval of this call.
+        unsafe {
+            if let Some(v) = (*z).long() {
+                return Ok(Some(v));
+            }
+            let mut v: zend_long = 0;
+            if !zend_parse_arg_long_slow(z.cast(), &mut v, i as u32 + 1) {
+                return Err(self.type_error(i, expected(ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_LONG, nullable)));
+            }
+            Ok(Some(v))
+        }
+    }
+
+    /// A `?float` parameter.
+    pub fn double(&self, i: usize) -> Result<Option<f64>, Error> {
+        let nullable = self.params[i].nullable;
+        let Some(z) = self.zval(i) else { return Ok(None) };
+        if nullable && self.is_null(i) {
+            return Ok(None);
+        }
+        // SAFETY: valid zval of this call.
+        unsafe {
+            if let Some(v) = (*z).double() {
+                return Ok(Some(v));
+            }
+            let mut v = 0f64;
+            if !zend_parse_arg_double_slow(z.cast(), &mut v, i as u32 + 1) {
+                return Err(self.type_error(i, expected(ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_DOUBLE, nullable)));
+            }
+            Ok(Some(v))
+        }
+    }
+
+    /// The raw zval of parameter `i`, for union types handled by the caller.
+    pub fn raw(&self, i: usize) -> Option<&Zval> {
+        // SAFETY: valid zval of this call.
+        self.zval(i).map(|z| unsafe { &*z })
+    }
+
+    /// Coerces parameter `i` to a string the way a `T|string` union does in weak mode.
+    pub fn string_weak(&self, i: usize) -> Option<Vec<u8>> {
+        let z = self.zval(i)?;
+        let mut s: *mut zend_string = std::ptr::null_mut();
+        // SAFETY: valid zval of this call; fails in strict mode, as unions do.
+        unsafe {
+            if !zend_parse_arg_str_slow(z.cast(), &mut s, i as u32 + 1) {
+                return None;
+            }
+            s.cast::<ext_php_rs::types::ZendStr>().as_ref().map(|s| s.as_bytes().to_vec())
+        }
+    }
+}
+
+/// The engine lists each `Z_EXPECTED_X` directly followed by `Z_EXPECTED_X_OR_NULL`.
+fn expected(base: u32, nullable: bool) -> u32 {
+    base + u32::from(nullable)
+}

@@ -1,0 +1,96 @@
+//! `RateLimit\Decision`: the answer to a call, read-only, with the response headers.
+
+use crate::core::bucket::Policy;
+use crate::core::decision::Verdict;
+use crate::core::headers;
+use crate::core::lease::LeaseId;
+use ext_php_rs::boxed::ZBox;
+use ext_php_rs::flags::ClassFlags;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::ZendHashTable;
+
+/// The outcome of `ratelimit_acquire()` or `ratelimit_peek()`.
+#[php_class]
+#[php(name = "RateLimit\\Decision")]
+#[php(flags = ClassFlags::Final)]
+pub struct Decision {
+    verdict: Verdict,
+    limit: u64,
+    per_ms: u64,
+    lease: Option<LeaseId>,
+    scope: String,
+}
+
+impl Decision {
+    pub fn new(verdict: Verdict, policy: &Policy, scope: String, lease: Option<LeaseId>) -> Self {
+        Self { verdict, limit: policy.limit(), per_ms: policy.per_ms(), lease, scope }
+    }
+
+    pub fn lease_id(&self) -> Option<LeaseId> {
+        self.lease
+    }
+}
+
+fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+#[php_impl]
+impl Decision {
+    /// Whether the call may proceed.
+    #[php(getter)]
+    pub fn get_allowed(&self) -> bool {
+        self.verdict.allowed
+    }
+
+    /// "ok", "rate", "inflight" or "unavailable".
+    #[php(getter)]
+    pub fn get_reason(&self) -> String {
+        self.verdict.reason.as_str().to_string()
+    }
+
+    /// Tokens the bucket holds when full.
+    #[php(getter)]
+    pub fn get_limit(&self) -> i64 {
+        self.limit as i64
+    }
+
+    /// Whole tokens left.
+    #[php(getter)]
+    pub fn get_remaining(&self) -> i64 {
+        self.verdict.remaining as i64
+    }
+
+    /// Seconds until a retry can succeed; 0 when allowed.
+    #[php(getter)]
+    pub fn get_retry_after(&self) -> f64 {
+        seconds(self.verdict.retry_after_ms)
+    }
+
+    /// Seconds until the bucket is full again.
+    #[php(getter)]
+    pub fn get_reset_after(&self) -> f64 {
+        seconds(self.verdict.reset_after_ms)
+    }
+
+    /// The in-flight lease taken, to give to `ratelimit_release()`; null when none was taken.
+    #[php(getter)]
+    pub fn get_lease(&self) -> Option<String> {
+        self.lease.map(|l| l.to_string())
+    }
+
+    /// The scope the bucket belongs to.
+    #[php(getter)]
+    pub fn get_scope(&self) -> String {
+        self.scope.clone()
+    }
+
+    /// `RateLimit-Policy`, `RateLimit` and, on a denial, `Retry-After`, as name => value.
+    pub fn headers(&self) -> PhpResult<ZBox<ZendHashTable>> {
+        let mut table = ZendHashTable::new();
+        for (name, value) in headers::fields(&self.scope, self.limit, self.per_ms, &self.verdict) {
+            table.insert(name, value)?;
+        }
+        Ok(table)
+    }
+}

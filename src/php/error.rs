@@ -1,0 +1,47 @@
+//! Every failure of a PHP call, typed, and turned into a PHP exception in one place.
+//! A denial is not here: it is a `Decision` with `allowed: false`.
+
+use crate::keyfile::KeyError;
+use crate::storage::StoreError;
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::zend::{ce, ClassEntry};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+#[derive(Debug)]
+pub enum Error {
+    /// A bad argument value: PHP's `ValueError`, with the complete message.
+    Value(String),
+    /// A bad argument type: PHP's `TypeError`, with the complete message.
+    Type(String),
+    /// PHP already threw (e.g. an `ArgumentCountError` from argument parsing).
+    AlreadyThrown,
+    Store(StoreError),
+    Key(KeyError),
+    /// A failure inside the glue itself (a conversion that should not fail, a caught panic).
+    Internal(String),
+}
+
+/// `RateLimit\Exception`, once registered at module startup.
+pub static EXCEPTION_CE: AtomicPtr<ClassEntry> = AtomicPtr::new(std::ptr::null_mut());
+
+fn exception_ce() -> &'static ClassEntry {
+    // SAFETY: set once at module startup to a class entry PHP keeps for the process lifetime.
+    unsafe { EXCEPTION_CE.load(Ordering::Acquire).as_ref() }.unwrap_or_else(ce::exception)
+}
+
+impl Error {
+    /// Throws the matching PHP exception. The caller returns right after.
+    pub fn throw(self) {
+        let (msg, class) = match self {
+            Error::AlreadyThrown => return,
+            Error::Value(m) => (m, ce::value_error()),
+            Error::Type(m) => (m, ce::type_error()),
+            Error::Store(e) => (e.to_string(), exception_ce()),
+            Error::Key(e) => (e.to_string(), exception_ce()),
+            Error::Internal(m) => (format!("ratelimit: internal error: {m}"), exception_ce()),
+        };
+        // If even throwing fails there is nothing left to report it to; the call returns null,
+        // which is not a Decision and so never an allow.
+        let _ = PhpException::new(msg, 0, class).throw();
+    }
+}

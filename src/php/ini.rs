@@ -1,0 +1,88 @@
+//! The `ratelimit.*` directives, registered with PHP and mirrored into a parsed [`Config`].
+//!
+//! Each directive has an `on_modify` callback, so the parsed value is current however it was
+//! set: php.ini, `-d`, or an FPM pool's `php_admin_value` (applied in each child after fork).
+//! Reading the configuration on the hot path is then a lock and a clone, not an ini scan.
+
+use crate::core::config::{Config, DIRECTIVES};
+use ext_php_rs::ffi::{php_error_docref, zend_ini_entry, zend_string, E_WARNING};
+use ext_php_rs::flags::IniEntryPermission;
+use ext_php_rs::types::ZendStr;
+use ext_php_rs::zend::{IniEntryDef, IniEntryDefs};
+use std::ffi::{c_int, c_void, CString};
+use std::sync::Mutex;
+
+static CONFIG: Mutex<Option<Config>> = Mutex::new(None);
+
+/// The configuration now in force.
+pub fn config() -> Config {
+    let guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+    guard.clone().unwrap_or_default()
+}
+
+const fn entry(name: &'static std::ffi::CStr, default: &'static std::ffi::CStr) -> IniEntryDef {
+    let mut e = IniEntryDef::new(name, default, IniEntryPermission::System);
+    e.on_modify = Some(on_modify);
+    e
+}
+
+static ENTRIES: IniEntryDefs<11> = IniEntryDefs::new([
+    entry(c"ratelimit.db_path", c""),
+    entry(c"ratelimit.key_file", c""),
+    entry(c"ratelimit.limit", c"60"),
+    entry(c"ratelimit.per", c"60"),
+    entry(c"ratelimit.inflight", c"0"),
+    entry(c"ratelimit.lease_ttl", c"60"),
+    entry(c"ratelimit.busy_timeout_ms", c"100"),
+    entry(c"ratelimit.max_entries", c"100000"),
+    entry(c"ratelimit.ipv6_prefix", c"64"),
+    entry(c"ratelimit.fail_open", c"0"),
+    IniEntryDef::end(),
+]);
+
+/// Registers the directives; call from module startup.
+pub fn register(module_number: i32) {
+    debug_assert_eq!(ENTRIES.as_slice().len(), DIRECTIVES.len() + 1);
+    IniEntryDef::register(ENTRIES.as_slice(), module_number);
+}
+
+fn zstr(s: *mut zend_string) -> Option<String> {
+    // SAFETY: PHP passes either null or a valid zend_string that outlives this call.
+    let s = unsafe { s.cast::<ZendStr>().as_ref() }?;
+    Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+}
+
+/// Parses and stores a new value; a value that does not parse is refused with a warning
+/// naming the directive, and PHP keeps the previous one.
+unsafe extern "C" fn on_modify(
+    entry: *mut zend_ini_entry,
+    new_value: *mut zend_string,
+    _: *mut c_void,
+    _: *mut c_void,
+    _: *mut c_void,
+    _stage: c_int,
+) -> c_int {
+    // A panic must not unwind into PHP: treat it as a refusal.
+    std::panic::catch_unwind(|| {
+        // SAFETY: PHP passes the entry being modified; its name is a valid zend_string.
+        let name = unsafe { entry.as_ref() }.and_then(|e| zstr(e.name)).unwrap_or_default();
+        let value = zstr(new_value).unwrap_or_default();
+        let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+        let config = guard.get_or_insert_with(Config::default);
+        match config.set(&name, &value) {
+            Ok(()) => 0,
+            Err(why) => {
+                warn(&format!("Invalid value {value:?} for {name} ({}); the previous value stays", why.0));
+                -1
+            }
+        }
+    })
+    .unwrap_or(-1)
+}
+
+/// A PHP warning (at startup: "PHP Warning: PHP Startup: ...").
+pub fn warn(message: &str) {
+    let Ok(msg) = CString::new(message.replace('\0', "")) else { return };
+    // SAFETY: a printf-style call with one "%s" and one NUL-terminated string argument.
+    unsafe { php_error_docref(std::ptr::null(), E_WARNING as i32, c"%s".as_ptr(), msg.as_ptr()) };
+}

@@ -1,0 +1,335 @@
+//! The PHP glue: the five functions, the module's startup, request shutdown and phpinfo().
+//! Thin by design: it parses arguments, calls the core and the store, and builds a Decision.
+
+mod args;
+mod decision;
+mod error;
+mod ini;
+mod worker;
+
+use crate::core::bucket::{Policy, MAX_LIMIT};
+use crate::core::decision::{Ask, Reason, Verdict};
+use crate::core::lease::LeaseId;
+use crate::core::subject::{self, Pseudonym, MAX_SUBJECT_LEN};
+use crate::storage::{Acquired, Store, StoreError};
+use args::{declare, param, Call, Param};
+use decision::Decision;
+use error::Error;
+use ext_php_rs::builders::ClassBuilder;
+use ext_php_rs::convert::IntoZval;
+use ext_php_rs::flags::DataType;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::{ZendHashTable, Zval};
+use ext_php_rs::zend::{ClassEntry, ExecuteData, ModuleEntry};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+
+const DECISION: &str = "RateLimit\\Decision";
+
+static ACQUIRE: [Param; 6] = [
+    param("subject", DataType::String, false, None),
+    param("limit", DataType::Long, true, Some("null")),
+    param("per", DataType::Double, true, Some("null")),
+    param("inflight", DataType::Long, true, Some("null")),
+    param("scope", DataType::String, false, Some("\"default\"")),
+    param("cost", DataType::Long, false, Some("1")),
+];
+static RELEASE: [Param; 1] = [param("lease", DataType::object(DECISION), false, None)];
+static PEEK: [Param; 4] = [
+    param("subject", DataType::String, false, None),
+    param("limit", DataType::Long, true, Some("null")),
+    param("per", DataType::Double, true, Some("null")),
+    param("scope", DataType::String, false, Some("\"default\"")),
+];
+static RESET: [Param; 2] = [
+    param("subject", DataType::String, false, None),
+    param("scope", DataType::String, false, Some("\"default\"")),
+];
+
+fn now_ms() -> i64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    // Before 1970 counts as 0: the bucket code never lets a clock step back mint tokens.
+    d.map_or(0, |d| d.as_millis().min(i64::MAX as u128) as i64)
+}
+
+/// Runs a handler body: errors become PHP exceptions, panics never cross into PHP.
+fn guarded(retval: &mut Zval, body: impl FnOnce() -> Result<Zval, Error>) {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => *retval = value,
+        Ok(Err(e)) => e.throw(),
+        Err(_) => Error::Internal("a Rust panic was caught".into()).throw(),
+    }
+}
+
+fn to_zval(value: impl IntoZval) -> Result<Zval, Error> {
+    value.into_zval(false).map_err(|e| Error::Internal(e.to_string()))
+}
+
+fn subject_arg(call: &Call, i: usize) -> Result<Vec<u8>, Error> {
+    let s = call.string(i)?;
+    if s.is_empty() {
+        return Err(call.value_error(i, "must not be empty"));
+    }
+    if s.len() > MAX_SUBJECT_LEN {
+        return Err(call.value_error(i, &format!("must be at most {MAX_SUBJECT_LEN} bytes long")));
+    }
+    Ok(s)
+}
+
+fn scope_arg(call: &Call, i: usize) -> Result<String, Error> {
+    let s = call.string(i)?;
+    if !subject::valid_scope(&s) {
+        return Err(call.value_error(i, "must be 1 to 64 characters of [A-Za-z0-9_.:-]"));
+    }
+    Ok(String::from_utf8(s).expect("a valid scope is ASCII"))
+}
+
+/// `$limit` and `$per` at positions `i` and `i + 1`, null taking the php.ini defaults.
+fn policy_args(call: &Call, i: usize, config: &crate::core::config::Config) -> Result<Policy, Error> {
+    let limit = match call.long(i)? {
+        None => config.limit,
+        Some(l) if l < 1 => return Err(call.value_error(i, "must be greater than 0")),
+        Some(l) if l as u64 > MAX_LIMIT => {
+            return Err(call.value_error(i, &format!("must be less than or equal to {MAX_LIMIT}")))
+        }
+        Some(l) => l as u64,
+    };
+    let per_ms = match call.double(i + 1)? {
+        None => config.per_ms,
+        Some(p) if !p.is_finite() => return Err(call.value_error(i + 1, "must be a finite number")),
+        Some(p) if p <= 0.0 => return Err(call.value_error(i + 1, "must be greater than 0")),
+        Some(p) if p < 0.001 => return Err(call.value_error(i + 1, "must be greater than or equal to 0.001")),
+        Some(p) if p > 1e9 => return Err(call.value_error(i + 1, "must be less than or equal to 1000000000")),
+        Some(p) => Policy::per_ms_from_seconds(p).expect("bounds checked above"),
+    };
+    Policy::new(limit, per_ms).map_err(|e| Error::Internal(format!("{e:?}")))
+}
+
+fn pseudonym_of(key: &[u8], scope: &str, subject: &[u8], ipv6_prefix: u8) -> Pseudonym {
+    subject::pseudonym(key, scope.as_bytes(), &subject::normalise(subject, ipv6_prefix))
+}
+
+extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_acquire", &ACQUIRE)?;
+        let config = ini::config();
+        let subject = subject_arg(&call, 0)?;
+        let policy = policy_args(&call, 1, &config)?;
+        let max_inflight = match call.long(3)? {
+            None => config.inflight,
+            Some(n) if n < 0 => return Err(call.value_error(3, "must be greater than or equal to 0")),
+            Some(n) => n as u64,
+        };
+        let scope = scope_arg(&call, 4)?;
+        let cost = match call.long(5)?.unwrap_or(1) {
+            c if c < 1 => return Err(call.value_error(5, "must be greater than 0")),
+            c if c as u64 > policy.limit() => {
+                return Err(call.value_error(5, "must be less than or equal to argument #2 ($limit)"))
+            }
+            c => c as u64,
+        };
+        let ask = Ask { policy, cost, max_inflight };
+        let now = now_ms();
+        let result = worker::with(&config, |w| {
+            let key = pseudonym_of(&w.key, &scope, &subject, config.ipv6_prefix);
+            w.store.acquire(&key, &ask, config.lease_ttl_ms, now).map_err(Error::Store)
+        });
+        let mut acquired = match result {
+            Ok(a) => a,
+            Err(Error::Store(StoreError::Busy)) => Acquired { verdict: Verdict::unavailable(false), lease: None },
+            Err(e) => return Err(e),
+        };
+        if acquired.verdict.reason == Reason::Unavailable {
+            // Only an operator's explicit choice turns "no decision" into an allow, never with a lease.
+            acquired.verdict = Verdict::unavailable(config.fail_open);
+        }
+        if let Some(id) = acquired.lease {
+            worker::remember_lease(id);
+        }
+        to_zval(Decision::new(acquired.verdict, &policy, scope, acquired.lease))
+    })
+}
+
+/// The lease named by `ratelimit_release()`'s argument: a Decision's, or a string's.
+fn lease_arg(call: &Call) -> Result<Option<LeaseId>, Error> {
+    let z = call.raw(0).ok_or_else(|| Error::Internal("missing argument".into()))?;
+    let text = if let Some(obj) = z.object() {
+        let Some(d) = <&ext_php_rs::types::ZendClassObject<Decision> as ext_php_rs::convert::FromZendObject>::from_zend_object(obj).ok() else {
+            return Err(call.type_error_text(0, "RateLimit\\Decision|string"));
+        };
+        return Ok(d.lease_id());
+    } else if let Some(s) = z.zend_str() {
+        s.as_bytes().to_vec()
+    } else {
+        call.string_weak(0).ok_or_else(|| call.type_error_text(0, "RateLimit\\Decision|string"))?
+    };
+    LeaseId::parse(&text)
+        .map(Some)
+        .ok_or_else(|| call.value_error(0, "must be a lease of 32 lowercase hexadecimal characters"))
+}
+
+extern "C" fn ratelimit_release(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_release", &RELEASE)?;
+        let Some(id) = lease_arg(&call)? else { return to_zval(false) };
+        let config = ini::config();
+        let now = now_ms();
+        match worker::with(&config, |w| w.store.release(&[id], now).map_err(Error::Store)) {
+            Ok(freed) => {
+                worker::forget_lease(&id);
+                to_zval(freed > 0)
+            }
+            // Still held: request shutdown tries again, and the lease expires regardless.
+            Err(Error::Store(StoreError::Busy)) => to_zval(false),
+            Err(e) => Err(e),
+        }
+    })
+}
+
+extern "C" fn ratelimit_peek(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_peek", &PEEK)?;
+        let config = ini::config();
+        let subject = subject_arg(&call, 0)?;
+        let policy = policy_args(&call, 1, &config)?;
+        let scope = scope_arg(&call, 3)?;
+        let now = now_ms();
+        let verdict = match worker::with(&config, |w| {
+            let key = pseudonym_of(&w.key, &scope, &subject, config.ipv6_prefix);
+            w.store.peek(&key, &policy, now).map_err(Error::Store)
+        }) {
+            Ok(v) => v,
+            Err(Error::Store(StoreError::Busy)) => Verdict::unavailable(config.fail_open),
+            Err(e) => return Err(e),
+        };
+        to_zval(Decision::new(verdict, &policy, scope, None))
+    })
+}
+
+extern "C" fn ratelimit_reset(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_reset", &RESET)?;
+        let config = ini::config();
+        let subject = subject_arg(&call, 0)?;
+        let scope = scope_arg(&call, 1)?;
+        let forgot = worker::with(&config, |w| {
+            let key = pseudonym_of(&w.key, &scope, &subject, config.ipv6_prefix);
+            w.store.reset(&key).map_err(Error::Store)
+        })?;
+        to_zval(forgot)
+    })
+}
+
+extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        Call::new(ex, "ratelimit_stats", &[])?;
+        let config = ini::config();
+        let now = now_ms();
+        let s = worker::with(&config, |w| w.store.stats(now).map_err(Error::Store))?;
+        let mut table = ZendHashTable::new();
+        let gauges = [("entries", s.entries), ("live_leases", s.live_leases)];
+        for (name, value) in s.counters.named().into_iter().chain(gauges) {
+            table.insert(name, value as i64).map_err(|e| Error::Internal(e.to_string()))?;
+        }
+        to_zval(table)
+    })
+}
+
+/// Releases what the request's script forgot to (also after a fatal error). A failure here
+/// is left to the lease's expiry: there is nobody left to tell.
+unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
+    let _ = catch_unwind(|| {
+        let leases = worker::take_request_leases();
+        if !leases.is_empty() {
+            let config = ini::config();
+            let now = now_ms();
+            let _ = worker::with(&config, |w| w.store.release(&leases, now).map_err(Error::Store));
+        }
+    });
+    0
+}
+
+// SAFETY (for the extern statics and functions below): all are exported by every PHP 8 binary
+// with these types; they are only read during module startup and phpinfo().
+unsafe extern "C" {
+    static spl_ce_RuntimeException: *mut ClassEntry;
+    fn display_ini_entries(module: *mut ModuleEntry);
+}
+
+fn runtime_exception() -> &'static ClassEntry {
+    // SAFETY: SPL is always compiled in and starts before extensions, so this is set.
+    unsafe { &*spl_ce_RuntimeException }
+}
+
+fn register_exception_class() -> ext_php_rs::error::Result<()> {
+    ClassBuilder::new("RateLimit\\Exception")
+        .extends((runtime_exception, "RuntimeException"))
+        .registration(|ce, tables| {
+            std::mem::forget(tables);
+            error::EXCEPTION_CE.store(ce, Ordering::Release);
+        })
+        .register()
+}
+
+/// Declares `ratelimit_release(RateLimit\Decision|string $lease)`: ext-php-rs builds the class
+/// part of the type; the string part is one bit in the registered argument info.
+fn widen_release_arg_to_string() {
+    let name = "ratelimit_release";
+    // SAFETY: during module startup, single-threaded; the function was registered just before
+    // this callback with one argument, whose info PHP owns for the life of the process.
+    unsafe {
+        let Some(globals) = ext_php_rs::ffi::ext_php_rs_compiler_globals().as_ref() else { return };
+        let Some(table) = globals.function_table.as_ref() else { return };
+        let found = ext_php_rs::ffi::zend_hash_str_find(table, name.as_ptr().cast(), name.len());
+        let Some(zv) = found.as_ref() else { return };
+        let Some(f) = zv.value.ptr.cast::<ext_php_rs::ffi::zend_function>().as_mut() else { return };
+        if let Some(arg) = f.common.arg_info.as_mut() {
+            arg.type_.type_mask |= 1 << ext_php_rs::ffi::IS_STRING;
+        }
+    }
+}
+
+fn startup(_ty: i32, module_number: i32) -> i32 {
+    catch_unwind(|| {
+        ini::register(module_number);
+        widen_release_arg_to_string();
+        match register_exception_class() {
+            Ok(()) => 0,
+            Err(e) => {
+                ini::warn(&format!("ratelimit: cannot register RateLimit\\Exception: {e}"));
+                -1
+            }
+        }
+    })
+    .unwrap_or(-1)
+}
+
+extern "C" fn info(module: *mut ModuleEntry) {
+    let _ = catch_unwind(|| {
+        let (db, key) = worker::paths(&ini::config());
+        ext_php_rs::info_table_start!();
+        ext_php_rs::info_table_row!("ratelimit support", "enabled");
+        ext_php_rs::info_table_row!("Version", env!("CARGO_PKG_VERSION"));
+        ext_php_rs::info_table_row!("SQLite version", rusqlite::version());
+        ext_php_rs::info_table_row!("Database", db.display().to_string());
+        ext_php_rs::info_table_row!("Key file", key.display().to_string());
+        ext_php_rs::info_table_end!();
+    });
+    // SAFETY: PHP passes this module's own entry.
+    unsafe { display_ini_entries(module) };
+}
+
+#[php_module]
+#[php(startup = startup)]
+pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
+    let obj = DataType::object(DECISION);
+    module
+        .class::<Decision>()
+        .function(declare("ratelimit_acquire", ratelimit_acquire, &ACQUIRE, obj))
+        .function(declare("ratelimit_release", ratelimit_release, &RELEASE, DataType::Bool))
+        .function(declare("ratelimit_peek", ratelimit_peek, &PEEK, obj))
+        .function(declare("ratelimit_reset", ratelimit_reset, &RESET, DataType::Bool))
+        .function(declare("ratelimit_stats", ratelimit_stats, &[], DataType::Array))
+        .request_shutdown_function(request_shutdown)
+        .info_function(info)
+}
