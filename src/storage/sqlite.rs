@@ -47,6 +47,9 @@ CREATE TABLE IF NOT EXISTS stats (
 INSERT OR IGNORE INTO stats (id) VALUES (0);
 ";
 
+/// Bumped whenever [`SCHEMA`] changes.
+const SCHEMA_VERSION: i64 = 1;
+
 /// Drained buckets dropped at once when the table is full: amortises the clean-up.
 const DRAIN_BATCH: u32 = 64;
 
@@ -85,9 +88,15 @@ impl SqliteStore {
             self.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
         }
         self.conn.execute_batch("PRAGMA synchronous=NORMAL")?;
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(SCHEMA)?;
-        tx.commit()
+        // Only the first process ever needs the write lock here; the others just read.
+        let version: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version < SCHEMA_VERSION {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute_batch(SCHEMA)?;
+            tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+            tx.commit()?;
+        }
+        Ok(())
     }
 
     fn classify(&self, source: rusqlite::Error) -> StoreError {
