@@ -12,7 +12,7 @@ use ext_php_rs::types::ZendHashTable;
 /// The outcome of `ratelimit_acquire()` or `ratelimit_peek()`.
 #[php_class]
 #[php(name = "RateLimit\\Decision")]
-#[php(flags = ClassFlags::Final)]
+#[php(flags = ClassFlags::Final.union(ClassFlags::NoDynamicProperties))]
 pub struct Decision {
     verdict: Verdict,
     limit: u64,

@@ -97,7 +97,6 @@ fn policy_args(call: &Call, i: usize, config: &crate::core::config::Config) -> R
     let per_ms = match call.double(i + 1)? {
         None => config.per_ms,
         Some(p) if !p.is_finite() => return Err(call.value_error(i + 1, "must be a finite number")),
-        Some(p) if p <= 0.0 => return Err(call.value_error(i + 1, "must be greater than 0")),
         Some(p) if p < 0.001 => return Err(call.value_error(i + 1, "must be greater than or equal to 0.001")),
         Some(p) if p > 1e9 => return Err(call.value_error(i + 1, "must be less than or equal to 1000000000")),
         Some(p) => Policy::per_ms_from_seconds(p).expect("bounds checked above"),

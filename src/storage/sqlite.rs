@@ -104,8 +104,19 @@ impl SqliteStore {
         let conn = Connection::open_with_flags(path, flags)
             .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
         let mut store = Self { conn, path: path.to_owned(), max_entries, pending: Counters::default() };
-        store.init(busy_timeout_ms).map_err(|e| store.classify(e))?;
-        Ok(store)
+        // Switching a new file to WAL and creating the schema can report busy without waiting
+        // for the handler (e.g. while another process runs WAL recovery): retry up to the same
+        // timeout, so that workers racing on a fresh file wait rather than answer "unavailable".
+        let timeout = Duration::from_millis(busy_timeout_ms);
+        let started = Instant::now();
+        loop {
+            match store.init(busy_timeout_ms).map_err(|e| store.classify(e)) {
+                Err(StoreError::Busy) if started.elapsed() < timeout => {
+                    std::thread::sleep(Duration::from_micros(500).min(timeout - started.elapsed()))
+                }
+                other => return other.map(|()| store),
+            }
+        }
     }
 
     fn init(&mut self, busy_timeout_ms: u64) -> rusqlite::Result<()> {
