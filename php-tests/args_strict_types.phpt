@@ -1,0 +1,60 @@
+--TEST--
+declare(strict_types=1): no coercion (TypeError), except int for the float $per
+--EXTENSIONS--
+ratelimit
+--INI--
+ratelimit.db_path={TMP}/rl-phpt-args_strict_types/db.sqlite
+--FILE--
+<?php
+declare(strict_types=1);
+require __DIR__ . '/_helpers.inc';
+rl_test_dir();
+
+function t(callable $fn): void {
+    try {
+        $d = $fn();
+        echo is_object($d) ? "allowed=" . var_export($d->allowed, true) : var_export($d, true), "\n";
+    } catch (Throwable $e) {
+        echo get_class($e), ': ', $e->getMessage(), "\n";
+    }
+}
+t(fn() => ratelimit_acquire(123));
+t(fn() => ratelimit_acquire('s', '3'));
+t(fn() => ratelimit_acquire('s', 3.0));
+t(fn() => ratelimit_acquire('s', true));
+t(fn() => ratelimit_acquire('s', 3, '60'));
+t(fn() => ratelimit_acquire('s', 3, 60, '1'));
+t(fn() => ratelimit_acquire('s', 3, 60, 0, 5));
+t(fn() => ratelimit_acquire('s', 3, 60, 0, 'default', '1'));
+t(fn() => ratelimit_acquire('s', 3, 60, 0, 'default', 1.0));
+t(fn() => ratelimit_peek(1));
+t(fn() => ratelimit_peek('s', '3'));
+t(fn() => ratelimit_reset('s', 5));
+t(fn() => ratelimit_release(5));
+// int for float is allowed even in strict mode, and null takes the default.
+t(fn() => ratelimit_acquire('s', 3, 60));
+t(fn() => ratelimit_acquire('s2', null, null, null));
+echo "allowed in stats: ", ratelimit_stats()['allowed'], "\n";
+?>
+--CLEAN--
+<?php
+require __DIR__ . '/_helpers.inc';
+rl_clean('args_strict_types');
+?>
+--EXPECT--
+TypeError: ratelimit_acquire(): Argument #1 ($subject) must be of type string, int given
+TypeError: ratelimit_acquire(): Argument #2 ($limit) must be of type ?int, string given
+TypeError: ratelimit_acquire(): Argument #2 ($limit) must be of type ?int, float given
+TypeError: ratelimit_acquire(): Argument #2 ($limit) must be of type ?int, bool given
+TypeError: ratelimit_acquire(): Argument #3 ($per) must be of type ?float, string given
+TypeError: ratelimit_acquire(): Argument #4 ($inflight) must be of type ?int, string given
+TypeError: ratelimit_acquire(): Argument #5 ($scope) must be of type string, int given
+TypeError: ratelimit_acquire(): Argument #6 ($cost) must be of type int, string given
+TypeError: ratelimit_acquire(): Argument #6 ($cost) must be of type int, float given
+TypeError: ratelimit_peek(): Argument #1 ($subject) must be of type string, int given
+TypeError: ratelimit_peek(): Argument #2 ($limit) must be of type ?int, string given
+TypeError: ratelimit_reset(): Argument #2 ($scope) must be of type string, int given
+TypeError: ratelimit_release(): Argument #1 ($lease) must be of type RateLimit\Decision|string, int given
+allowed=true
+allowed=true
+allowed in stats: 2

@@ -1,0 +1,54 @@
+--TEST--
+php.ini: the ten directives, their defaults, PHP_INI_SYSTEM (ini_set refused), and the defaults in use
+--EXTENSIONS--
+ratelimit
+--INI--
+ratelimit.db_path={TMP}/rl-phpt-ini_defaults/db.sqlite
+--FILE--
+<?php
+require __DIR__ . '/_helpers.inc';
+rl_test_dir();
+
+$entries = (new ReflectionExtension('ratelimit'))->getINIEntries();
+ksort($entries);
+foreach ($entries as $k => $v) {
+    if ($k === 'ratelimit.db_path') {
+        $v = basename(dirname($v)) . '/' . basename($v);
+    }
+    echo "$k=", var_export($v, true), "\n";
+}
+echo "-- PHP_INI_SYSTEM\n";
+foreach (ini_get_all('ratelimit') as $k => $info) {
+    if ($info['access'] !== INI_SYSTEM) echo "$k: access {$info['access']}\n";
+}
+var_dump(ini_set('ratelimit.limit', '5'), ini_get('ratelimit.limit'));
+var_dump(ini_set('ratelimit.db_path', '/tmp/elsewhere.sqlite') === false);
+
+echo "-- defaults in use\n";
+$d = ratelimit_acquire('x');
+echo "limit=$d->limit remaining=$d->remaining lease=", var_export($d->lease, true), " ", $d->headers()['RateLimit-Policy'], "\n";
+printf("resetAfter %.3f\n", $d->resetAfter);
+?>
+--CLEAN--
+<?php
+require __DIR__ . '/_helpers.inc';
+rl_clean('ini_defaults');
+?>
+--EXPECT--
+ratelimit.busy_timeout_ms='100'
+ratelimit.db_path='rl-phpt-ini_defaults/db.sqlite'
+ratelimit.fail_open='0'
+ratelimit.inflight='0'
+ratelimit.ipv6_prefix='64'
+ratelimit.key_file=''
+ratelimit.lease_ttl='60'
+ratelimit.limit='60'
+ratelimit.max_entries='100000'
+ratelimit.per='60'
+-- PHP_INI_SYSTEM
+bool(false)
+string(2) "60"
+bool(true)
+-- defaults in use
+limit=60 remaining=59 lease=NULL "default";q=60;w=60
+resetAfter 1.000

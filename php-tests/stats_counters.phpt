@@ -1,0 +1,56 @@
+--TEST--
+ratelimit_stats(): the nine counters and gauges, host-wide (shared with other processes)
+--EXTENSIONS--
+ratelimit
+--INI--
+ratelimit.db_path={TMP}/rl-phpt-stats_counters/db.sqlite
+--FILE--
+<?php
+require __DIR__ . '/_helpers.inc';
+rl_test_dir();
+
+$s = ratelimit_stats();
+$keys = array_keys($s);
+sort($keys);
+echo implode(',', $keys), "\n";
+echo "all int: ", var_export(array_sum(array_map('is_int', $s)) === 9, true), ", all zero: ", var_export(array_sum($s) === 0, true), "\n";
+
+ratelimit_acquire('a', 2, 60);
+ratelimit_acquire('a', 2, 60);
+ratelimit_acquire('a', 2, 60);            // denied_rate
+$l = ratelimit_acquire('b', 5, 60, 1);
+ratelimit_acquire('b', 5, 60, 1);         // denied_inflight
+ratelimit_peek('c', 5, 60);              // nothing
+$s = ratelimit_stats();
+ksort($s);
+foreach ($s as $k => $v) echo "$k=$v\n";
+
+echo "-- another process counts in the same file\n";
+$r = rl_run([], 'ratelimit_acquire("a", 2, 60); ratelimit_acquire("z", 2, 60); $s = ratelimit_stats(); ksort($s); echo json_encode($s), "\n";');
+echo trim($r['out']), "\n";
+$s = ratelimit_stats();
+echo "parent sees: allowed={$s['allowed']} denied_rate={$s['denied_rate']} entries={$s['entries']} live_leases={$s['live_leases']}\n";
+ratelimit_release($l);
+echo "after release: live_leases=", ratelimit_stats()['live_leases'], "\n";
+?>
+--CLEAN--
+<?php
+require __DIR__ . '/_helpers.inc';
+rl_clean('stats_counters');
+?>
+--EXPECT--
+allowed,clock_regressions,denied_inflight,denied_rate,entries,evicted,leases_expired,live_leases,unavailable
+all int: true, all zero: true
+allowed=3
+clock_regressions=0
+denied_inflight=1
+denied_rate=1
+entries=2
+evicted=0
+leases_expired=0
+live_leases=1
+unavailable=0
+-- another process counts in the same file
+{"allowed":4,"clock_regressions":0,"denied_inflight":1,"denied_rate":2,"entries":3,"evicted":0,"leases_expired":0,"live_leases":1,"unavailable":0}
+parent sees: allowed=4 denied_rate=2 entries=3 live_leases=1
+after release: live_leases=0

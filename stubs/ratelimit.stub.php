@@ -1,0 +1,200 @@
+<?php
+
+/**
+ * IDE stub for the `ratelimit` extension: host-wide rate limits (token buckets and in-flight
+ * leases) shared by every PHP process of a host through one SQLite file.
+ *
+ * Kept by hand. php-tests/stub_matches_reflection.phpt fails when a declaration here (name,
+ * parameter names, types, defaults, nullability, return types, class flags, properties) differs
+ * from what the loaded extension reports through Reflection.
+ *
+ * php.ini directives (all PHP_INI_SYSTEM: set them in php.ini, with `php -d`, or with
+ * `php_admin_value[...]` in a PHP-FPM pool; `ini_set()` cannot change them). An invalid value is
+ * refused with a startup warning naming the directive, and the default stays.
+ *
+ * | directive                   | default  | meaning                                                        |
+ * |-----------------------------|----------|----------------------------------------------------------------|
+ * | ratelimit.db_path           | ""       | SQLite file shared by all workers; empty: `php-ratelimit.sqlite` in the system temp dir |
+ * | ratelimit.key_file          | ""       | 32-byte HMAC key; empty: `<db_path>.key`, created once (32 random bytes, mode 0600, atomically). Set and missing or shorter than 32 bytes: RateLimit\Exception |
+ * | ratelimit.limit             | 60       | default `$limit` (tokens per bucket, 1 .. 10^12)                |
+ * | ratelimit.per               | 60       | default `$per` (seconds to refill `$limit` tokens, 0.001 .. 10^9) |
+ * | ratelimit.inflight          | 0        | default `$inflight` (live leases per subject and scope; 0: no lease) |
+ * | ratelimit.lease_ttl         | 60       | seconds after which a lease that was never released expires (e.g. its worker was killed) |
+ * | ratelimit.busy_timeout_ms   | 100      | how long a decision waits for the database write lock before it is "unavailable" |
+ * | ratelimit.max_entries       | 100000   | most buckets kept; beyond it drained buckets, then the least recently used bucket without a live lease, are dropped |
+ * | ratelimit.ipv6_prefix       | 64       | IPv6 subjects are cut to this many bits before hashing           |
+ * | ratelimit.fail_open         | 0        | 1: an "unavailable" decision is allowed (without a lease)         |
+ *
+ * Subjects are never stored: only the first 16 bytes of HMAC-SHA256(key, scope . "\0" . subject).
+ * A subject that parses whole as an IP address is normalised first (IPv4-mapped IPv6 becomes
+ * dotted IPv4; IPv6 is cut to ratelimit.ipv6_prefix bits, in RFC 5952 form).
+ *
+ * Keep the key file outside the web root and apart from the database; do not put the database
+ * on NFS; do not open the database with PDO/SQLite3 in the same process.
+ */
+
+namespace RateLimit {
+
+    /**
+     * The answer of ratelimit_acquire() or ratelimit_peek(). Final, with read-only properties;
+     * not created from PHP code.
+     */
+    final class Decision
+    {
+        /** True when the call may go ahead (also when "unavailable" with ratelimit.fail_open=1). */
+        public readonly bool $allowed;
+
+        /**
+         * Why: "ok" (allowed), "rate" (not enough tokens), "inflight" (tokens suffice but all
+         * `$inflight` slots are held by live leases), "unavailable" (the database stayed busy for
+         * ratelimit.busy_timeout_ms, or every bucket holds a live lease and the table is full).
+         */
+        public readonly string $reason;
+
+        /** The bucket size used for this decision (the requested `$limit`, or ratelimit.limit). */
+        public readonly int $limit;
+
+        /** Whole tokens left in the bucket after this decision; 0 when "unavailable". */
+        public readonly int $remaining;
+
+        /**
+         * Seconds until a retry can succeed; 0.0 when allowed.
+         * - "rate": exact, the time until the bucket holds `$cost` tokens again.
+         * - "inflight": an estimate, an upper bound: seconds until the earliest live lease of this
+         *   subject and scope expires (ratelimit.lease_ttl after it was taken); a release frees
+         *   the slot sooner.
+         * - "unavailable": an estimate, always 1.0.
+         */
+        public readonly float $retryAfter;
+
+        /** Seconds until the bucket is full again (0.0 when it is full, and when "unavailable"). */
+        public readonly float $resetAfter;
+
+        /**
+         * The lease taken by an allowed call with `$inflight > 0`: 32 lowercase hexadecimal
+         * characters (128 random bits). Null otherwise (also when allowed by fail_open). Give it
+         * (or this Decision) to ratelimit_release(); it also ends at the end of the request and
+         * ratelimit.lease_ttl seconds after it was taken.
+         */
+        public readonly ?string $lease;
+
+        /** The scope of the bucket. */
+        public readonly string $scope;
+
+        /**
+         * The IETF draft-ietf-httpapi-ratelimit-headers-10 response fields, in structured-field
+         * syntax, never with a partition key:
+         *
+         * - 'RateLimit-Policy' => '"<scope>";q=<limit>;w=<per rounded up>'
+         * - 'RateLimit'        => '"<scope>";r=<remaining>;t=<whole seconds until the next token, 0 when full>'
+         * - 'Retry-After'      => '<retryAfter rounded up, at least 1, never less than t>' (denials only)
+         *
+         * e.g. ['RateLimit-Policy' => '"default";q=5;w=60', 'RateLimit' => '"default";r=4;t=12']
+         *
+         * @return array<string, string>
+         */
+        public function headers(): array {}
+
+        /** Decisions come only from ratelimit_acquire() and ratelimit_peek(): `new` throws. */
+        private function __construct() {}
+    }
+
+    /**
+     * A configuration or storage fault that is not a decision: key file missing or shorter than
+     * 32 bytes, database path not creatable, a corrupt database. The message names the path
+     * (e.g. "ratelimit: key file /x/y.key: ...") and never a subject. Nothing is ever allowed by
+     * an error.
+     */
+    class Exception extends \RuntimeException
+    {
+    }
+}
+
+namespace {
+
+    /**
+     * Takes `$cost` tokens (and, with `$inflight > 0`, one in-flight slot) from the bucket of
+     * `$subject` in `$scope`, in one write transaction shared by all processes of the host.
+     * A denial takes nothing.
+     *
+     * A bucket holds `$limit` tokens and refills `$limit` tokens every `$per` seconds,
+     * continuously.
+     *
+     * @param string   $subject  what is limited (an IP address, a user id, ...); 1 .. 1024 bytes.
+     *                           An IP address is normalised (see ratelimit.ipv6_prefix).
+     * @param int|null $limit    bucket size, 1 .. 10^12; null: ratelimit.limit (60)
+     * @param float|null $per    seconds to refill `$limit` tokens, 0.001 .. 10^9; null: ratelimit.per (60)
+     * @param int|null $inflight most live leases of this subject and scope, >= 0 (0: take no lease);
+     *                           null: ratelimit.inflight (0)
+     * @param string   $scope    1 .. 64 characters of [A-Za-z0-9_.:-]; buckets of different scopes
+     *                           are independent
+     * @param int      $cost     tokens taken, 1 .. `$limit`
+     *
+     * @return \RateLimit\Decision reason "ok", "rate", "inflight" or "unavailable"
+     *
+     * @throws \ValueError            an argument out of its bounds (e.g. "ratelimit_acquire(): Argument #2
+     *                                ($limit) must be greater than 0")
+     * @throws \TypeError             an argument of the wrong type
+     * @throws \RateLimit\Exception   key file missing or too short, database not creatable or corrupt
+     */
+    function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1): \RateLimit\Decision {}
+
+    /**
+     * Ends a lease before its request ends. Idempotent: true only when this call freed a live slot;
+     * false for a lease already released or expired, unknown, or a Decision without a lease.
+     *
+     * @param \RateLimit\Decision|string $lease a Decision, or its `lease` string (32 lowercase
+     *                                          hexadecimal characters)
+     *
+     * @throws \ValueError          a string that is not 32 lowercase hexadecimal characters
+     * @throws \TypeError           neither a Decision nor a string
+     * @throws \RateLimit\Exception key file missing or too short, database not creatable or corrupt
+     */
+    function ratelimit_release(\RateLimit\Decision|string $lease): bool {}
+
+    /**
+     * Answers what a ratelimit_acquire() of cost 1 (without in-flight slot) would get from the
+     * tokens now, and writes nothing (no row, no counter). reason is "ok" or "rate".
+     *
+     * @param string     $subject 1 .. 1024 bytes
+     * @param int|null   $limit   1 .. 10^12; null: ratelimit.limit
+     * @param float|null $per     0.001 .. 10^9 seconds; null: ratelimit.per
+     * @param string     $scope   1 .. 64 characters of [A-Za-z0-9_.:-]
+     *
+     * @throws \ValueError          an argument out of its bounds
+     * @throws \TypeError           an argument of the wrong type
+     * @throws \RateLimit\Exception key file missing or too short, database not creatable or corrupt
+     */
+    function ratelimit_peek(string $subject, ?int $limit = null, ?float $per = null, string $scope = "default"): \RateLimit\Decision {}
+
+    /**
+     * Forgets the bucket and the leases of `$subject` in `$scope`.
+     *
+     * @param string $subject 1 .. 1024 bytes
+     * @param string $scope   1 .. 64 characters of [A-Za-z0-9_.:-]
+     *
+     * @return bool true when there was something to forget
+     *
+     * @throws \ValueError          an argument out of its bounds
+     * @throws \TypeError           an argument of the wrong type
+     * @throws \RateLimit\Exception key file missing or too short, database not creatable or corrupt
+     */
+    function ratelimit_reset(string $subject, string $scope = "default"): bool {}
+
+    /**
+     * Host-wide counters of all workers, kept in the database file (a count that could not be
+     * written while the file was busy is added by that worker's next successful write):
+     *
+     * - allowed, denied_rate, denied_inflight, unavailable: decisions by outcome
+     * - leases_expired: leases ended by ratelimit.lease_ttl
+     * - evicted: least recently used buckets dropped to keep ratelimit.max_entries
+     * - clock_regressions: decisions that saw the wall clock behind a bucket's stored time
+     * - entries (gauge): buckets stored now
+     * - live_leases (gauge): leases live now
+     *
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, entries: int, live_leases: int}
+     *
+     * @throws \RateLimit\Exception database not creatable or corrupt
+     */
+    function ratelimit_stats(): array {}
+}
