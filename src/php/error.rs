@@ -40,8 +40,6 @@ impl Error {
             Error::Key(e) => (e.to_string(), exception_ce()),
             Error::Internal(m) => (format!("ratelimit: internal error: {m}"), exception_ce()),
         };
-        // If even throwing fails there is nothing left to report it to; the call returns null,
-        // which is not a Decision and so never an allow.
-        let _ = PhpException::new(msg, 0, class).throw();
+        PhpException::new(msg, 0, class).throw();
     }
 }
