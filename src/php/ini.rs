@@ -10,14 +10,16 @@ use ext_php_rs::flags::IniEntryPermission;
 use ext_php_rs::types::ZendStr;
 use ext_php_rs::zend::{IniEntryDef, IniEntryDefs};
 use std::ffi::{c_int, c_void, CString};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-static CONFIG: Mutex<Option<Config>> = Mutex::new(None);
+/// Replaced (never mutated) on each change, so a holder of the `Arc` can tell by pointer
+/// whether anything changed since it looked.
+static CONFIG: Mutex<Option<Arc<Config>>> = Mutex::new(None);
 
 /// The configuration now in force.
-pub fn config() -> Config {
-    let guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-    guard.clone().unwrap_or_default()
+pub fn config() -> Arc<Config> {
+    let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+    guard.get_or_insert_with(Arc::default).clone()
 }
 
 const fn entry(name: &'static std::ffi::CStr, default: &'static std::ffi::CStr) -> IniEntryDef {
@@ -68,9 +70,12 @@ unsafe extern "C" fn on_modify(
         let name = unsafe { entry.as_ref() }.and_then(|e| zstr(e.name)).unwrap_or_default();
         let value = zstr(new_value).unwrap_or_default();
         let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-        let config = guard.get_or_insert_with(Config::default);
+        let mut config = guard.as_deref().cloned().unwrap_or_default();
         match config.set(&name, &value) {
-            Ok(()) => 0,
+            Ok(()) => {
+                *guard = Some(Arc::new(config));
+                0
+            }
             Err(why) => {
                 warn(&format!("Invalid value {value:?} for {name} ({}); the previous value stays", why.0));
                 -1

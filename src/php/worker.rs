@@ -9,14 +9,14 @@ use crate::php::error::Error;
 use crate::storage::sqlite::SqliteStore;
 use std::cell::RefCell;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub struct Worker {
     pid: u32,
-    pub db_path: PathBuf,
+    /// The configuration this worker was opened with.
+    config: Arc<Config>,
     pub key: Vec<u8>,
     pub store: SqliteStore,
-    busy_timeout_ms: u64,
-    max_entries: u64,
 }
 
 thread_local! {
@@ -29,21 +29,14 @@ pub fn temp_dir() -> PathBuf {
     std::env::temp_dir()
 }
 
-/// Runs `f` with this process's worker, opening it first if needed.
-pub fn with<T>(config: &Config, f: impl FnOnce(&mut Worker) -> Result<T, Error>) -> Result<T, Error> {
+/// Runs `f` with this process's worker, opening it first if needed: on first use, after a
+/// fork, or when the configuration changed (an FPM pool's `php_admin_value`).
+pub fn with<T>(config: &Arc<Config>, f: impl FnOnce(&mut Worker) -> Result<T, Error>) -> Result<T, Error> {
     WORKER.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let tmp = temp_dir();
-        let db_path = config.db_path(&tmp);
-        let stale = match slot.as_ref() {
-            None => true,
-            Some(w) => {
-                w.pid != std::process::id()
-                    || w.db_path != db_path
-                    || w.busy_timeout_ms != config.busy_timeout_ms
-                    || w.max_entries != config.max_entries
-            }
-        };
+        let stale = slot
+            .as_ref()
+            .is_none_or(|w| w.pid != std::process::id() || !Arc::ptr_eq(&w.config, config));
         if stale {
             if let Some(old) = slot.take() {
                 if old.pid != std::process::id() {
@@ -52,18 +45,13 @@ pub fn with<T>(config: &Config, f: impl FnOnce(&mut Worker) -> Result<T, Error>)
                     std::mem::forget(old);
                 }
             }
+            let tmp = temp_dir();
+            let db_path = config.db_path(&tmp);
             let (key_path, create) = config.key_path(&tmp);
             let key = keyfile::load(&key_path, create).map_err(Error::Key)?;
             let store = SqliteStore::open(&db_path, config.busy_timeout_ms, config.max_entries)
                 .map_err(Error::Store)?;
-            *slot = Some(Worker {
-                pid: std::process::id(),
-                db_path,
-                key,
-                store,
-                busy_timeout_ms: config.busy_timeout_ms,
-                max_entries: config.max_entries,
-            });
+            *slot = Some(Worker { pid: std::process::id(), config: Arc::clone(config), key, store });
         }
         f(slot.as_mut().expect("opened above"))
     })
