@@ -1,0 +1,15 @@
+<?php
+// One rate decision per request: ?s=subject&limit=5&per=86400 (&ms=N sleeps N ms afterwards,
+// which spreads concurrent requests over the workers). 200 when admitted, 429 when not.
+header('X-Worker-Pid: ' . getmypid());
+$d = ratelimit_acquire($_GET['s'] ?? 'demo', limit: (int)($_GET['limit'] ?? 5),
+                       per: (float)($_GET['per'] ?? 86400));
+header('X-RateLimit-Reason: ' . $d->reason);
+foreach ($d->headers() as $name => $value) {
+    header("$name: $value");
+}
+if (isset($_GET['ms'])) {
+    usleep(1000 * (int)$_GET['ms']);
+}
+http_response_code($d->allowed ? 200 : 429);
+echo $d->allowed ? "ok\n" : "Too Many Requests\n";
