@@ -165,6 +165,7 @@ fn busy_storage_is_an_error_within_the_timeout_and_counted_later() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rl.sqlite");
     let mut s = open(&path, 10);
+    s.stats(T0).unwrap(); // the first call after opening shares open's budget; not this one
     let holder = rusqlite::Connection::open(&path).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let started = std::time::Instant::now();
@@ -194,4 +195,18 @@ fn a_database_in_a_missing_directory_cannot_be_opened() {
     let err = SqliteStore::open(Path::new("/nonexistent/dir/rl.sqlite"), 100, 10).err().unwrap();
     assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
     assert!(err.to_string().contains("/nonexistent/dir/rl.sqlite"));
+}
+
+#[test]
+fn opening_a_locked_new_file_gives_up_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rl.sqlite");
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); BEGIN IMMEDIATE; INSERT INTO t VALUES (1)").unwrap();
+    let started = std::time::Instant::now();
+    let r = SqliteStore::open(&path, 100, 10);
+    let waited = started.elapsed();
+    assert!(matches!(r, Err(StoreError::Busy)), "{:?}", r.err());
+    assert!(waited >= std::time::Duration::from_millis(90), "{waited:?}");
+    assert!(waited < std::time::Duration::from_millis(250), "{waited:?}");
 }

@@ -14,6 +14,7 @@ use crate::core::subject::Pseudonym;
 use rand::TryRng;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 const SCHEMA: &str = "
@@ -54,28 +55,24 @@ const SCHEMA_VERSION: i64 = 1;
 const DRAIN_BATCH: u32 = 64;
 
 /// A busy handler that retries in short, growing, jittered pauses (50 us to about 2 ms) until
-/// `timeout` has passed since the lock was first found taken. SQLite's own `busy_timeout`
-/// sleeps 1, 2, 5, 10 ... 100 ms, far longer than the ~20 us a decision holds the lock, so under
-/// contention it adds milliseconds of idle waiting; this keeps the wait close to the queue.
-fn wait_for_lock(timeout: Duration) -> impl FnMut(i32) -> bool + Send + 'static {
-    let mut first = Instant::now();
+/// the call's deadline. SQLite's own `busy_timeout` sleeps 1, 2, 5, 10 ... 100 ms, far longer
+/// than the ~20 us a decision holds the lock, so under contention it adds milliseconds of idle
+/// waiting; this keeps the wait close to the queue. The deadline is per call (see
+/// [`SqliteStore::arm`]), so a call never waits longer than the timeout in total.
+fn wait_for_lock(deadline: Arc<Mutex<Instant>>) -> impl FnMut(i32) -> bool + Send + 'static {
     // xorshift64, seeded per process, so that waiting workers do not retry in lockstep.
     let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(std::process::id()).rotate_left(32);
     move |attempt| {
-        let now = Instant::now();
-        if attempt == 0 {
-            first = now;
-        }
-        let waited = now - first;
-        if waited >= timeout {
+        let until = *deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(left) = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
             return false;
-        }
+        };
         let base = 50u64 << attempt.clamp(0, 5);
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let jitter = rng % base;
-        std::thread::sleep(Duration::from_micros(base / 2 + jitter).min(timeout - waited));
+        std::thread::sleep(Duration::from_micros(base / 2 + jitter).min(left));
         true
     }
 }
@@ -91,6 +88,11 @@ pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     max_entries: u64,
+    timeout: Duration,
+    /// Until when the current call may wait for the lock; read by the busy handler.
+    deadline: Arc<Mutex<Instant>>,
+    /// Set by `open`: the first call after it shares open's deadline instead of a new one.
+    armed_by_open: bool,
     /// Counts that could not be written (the file was busy); added by the next write.
     pending: Counters,
 }
@@ -103,24 +105,47 @@ impl SqliteStore {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags)
             .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
-        let mut store = Self { conn, path: path.to_owned(), max_entries, pending: Counters::default() };
-        // Switching a new file to WAL and creating the schema can report busy without waiting
-        // for the handler (e.g. while another process runs WAL recovery): retry up to the same
-        // timeout, so that workers racing on a fresh file wait rather than answer "unavailable".
         let timeout = Duration::from_millis(busy_timeout_ms);
-        let started = Instant::now();
+        let deadline = Arc::new(Mutex::new(Instant::now() + timeout));
+        let mut store = Self {
+            conn,
+            path: path.to_owned(),
+            max_entries,
+            timeout,
+            deadline: Arc::clone(&deadline),
+            armed_by_open: true,
+            pending: Counters::default(),
+        };
+        store.conn.busy_handler(Some(wait_for_lock(deadline))).map_err(|e| store.classify(e))?;
+        // Switching a new file to WAL and creating the schema can report busy without calling
+        // the handler (e.g. while another process runs WAL recovery): retry until the deadline,
+        // so that workers racing on a fresh file wait rather than answer "unavailable".
         loop {
-            match store.init(busy_timeout_ms).map_err(|e| store.classify(e)) {
-                Err(StoreError::Busy) if started.elapsed() < timeout => {
-                    std::thread::sleep(Duration::from_micros(500).min(timeout - started.elapsed()))
-                }
+            match store.init().map_err(|e| store.classify(e)) {
+                Err(StoreError::Busy) => match store.time_left() {
+                    Some(left) => std::thread::sleep(Duration::from_micros(500).min(left)),
+                    None => return Err(StoreError::Busy),
+                },
                 other => return other.map(|()| store),
             }
         }
     }
 
-    fn init(&mut self, busy_timeout_ms: u64) -> rusqlite::Result<()> {
-        self.conn.busy_handler(Some(wait_for_lock(Duration::from_millis(busy_timeout_ms))))?;
+    fn time_left(&self) -> Option<Duration> {
+        let until = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
+    }
+
+    /// Starts a call's wait budget: `busy_timeout_ms` from now, or what is left of `open`'s
+    /// when this is the first call after it (the PHP call that opened the store).
+    fn arm(&mut self) {
+        if std::mem::take(&mut self.armed_by_open) {
+            return;
+        }
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + self.timeout;
+    }
+
+    fn init(&mut self) -> rusqlite::Result<()> {
         // Every commit appends whole pages to the WAL (a decision touches about five); small
         // pages keep that write small. Takes effect only on a new, empty file.
         self.conn.execute_batch("PRAGMA page_size=1024")?;
@@ -156,6 +181,7 @@ impl SqliteStore {
         &mut self,
         f: impl FnOnce(&Transaction<'_>, &mut Delta, u64) -> Result<T, Failed>,
     ) -> Result<T, StoreError> {
+        self.arm();
         let max_entries = self.max_entries;
         let mut delta = Delta { counters: self.pending, entries: 0 };
         let result = (|| {
@@ -306,6 +332,7 @@ impl Store for SqliteStore {
     }
 
     fn peek(&mut self, key: &Pseudonym, policy: &Policy, now: i64) -> Result<Verdict, StoreError> {
+        self.arm();
         let stored = read_bucket(&self.conn, key).map_err(|e| self.classify(e))?;
         Ok(decision::peek(stored, policy, now))
     }
@@ -331,6 +358,7 @@ impl Store for SqliteStore {
     }
 
     fn stats(&mut self, now: i64) -> Result<Stats, StoreError> {
+        self.arm();
         let read = || -> rusqlite::Result<Stats> {
             let tx = self.conn.unchecked_transaction()?;
             let mut s = tx.query_row(
