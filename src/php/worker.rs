@@ -21,7 +21,9 @@ pub struct Worker {
 
 thread_local! {
     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
-    static REQUEST_LEASES: RefCell<Vec<LeaseId>> = const { RefCell::new(Vec::new()) };
+    /// The leases this request took, with the process that took them: a child forked during
+    /// the request (pcntl_fork) must not release its parent's leases when it exits.
+    static REQUEST_LEASES: RefCell<(u32, Vec<LeaseId>)> = const { RefCell::new((0, Vec::new())) };
 }
 
 /// The system temporary directory, as PHP's `sys_get_temp_dir()` falls back to it.
@@ -59,17 +61,27 @@ pub fn with<T>(config: &Arc<Config>, f: impl FnOnce(&mut Worker) -> Result<T, Er
 
 /// Remembers a lease taken by this request, to be released at its end if the script forgets.
 pub fn remember_lease(id: LeaseId) {
-    REQUEST_LEASES.with(|l| l.borrow_mut().push(id));
+    REQUEST_LEASES.with(|l| {
+        let mut l = l.borrow_mut();
+        let pid = std::process::id();
+        if l.0 != pid {
+            *l = (pid, Vec::new());
+        }
+        l.1.push(id);
+    });
 }
 
 /// Forgets a lease released explicitly.
 pub fn forget_lease(id: &LeaseId) {
-    REQUEST_LEASES.with(|l| l.borrow_mut().retain(|x| x != id));
+    REQUEST_LEASES.with(|l| l.borrow_mut().1.retain(|x| x != id));
 }
 
-/// Takes the leases this request still holds.
+/// Takes the leases this process took during this request and still holds.
 pub fn take_request_leases() -> Vec<LeaseId> {
-    REQUEST_LEASES.with(|l| std::mem::take(&mut *l.borrow_mut()))
+    REQUEST_LEASES.with(|l| {
+        let (pid, leases) = std::mem::take(&mut *l.borrow_mut());
+        if pid == std::process::id() { leases } else { Vec::new() }
+    })
 }
 
 /// The database and key paths for phpinfo(), without opening anything.
