@@ -11,9 +11,9 @@ require __DIR__ . '/_helpers.inc';
 rl_test_dir();
 
 ratelimit_acquire('b', 10, 3600);       // least recently used
-usleep(10000);
+usleep(120000);
 ratelimit_acquire('c', 10, 3600);
-usleep(10000);
+usleep(120000);
 ratelimit_acquire('fast', 1, 0.05);     // most recently used, but full again after 50 ms
 usleep(150000);
 ratelimit_acquire('d', 10, 3600);       // needs room: 'fast' holds no information

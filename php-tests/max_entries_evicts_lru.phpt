@@ -10,7 +10,7 @@ ratelimit.max_entries=3
 require __DIR__ . '/_helpers.inc';
 rl_test_dir();
 
-function use_(string $s): void { ratelimit_acquire($s, 10, 3600); usleep(20000); }
+function use_(string $s): void { ratelimit_acquire($s, 10, 3600); usleep(120000); }
 function show(): void {
     $s = ratelimit_stats();
     $r = [];

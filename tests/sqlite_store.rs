@@ -128,15 +128,16 @@ fn the_least_recently_used_bucket_is_evicted_when_none_is_drained() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = open(&dir.path().join("rl.sqlite"), 2);
     let slow = ask(1, 3_600_000, 0);
+    // Recency is kept to a tenth of a second.
     s.acquire(&key(1), &slow, 60_000, T0).unwrap();
-    s.acquire(&key(2), &slow, 60_000, T0 + 1).unwrap();
-    s.acquire(&key(1), &slow, 60_000, T0 + 2).unwrap(); // a denial still counts as use
-    s.acquire(&key(3), &slow, 60_000, T0 + 3).unwrap();
-    let st = s.stats(T0 + 3).unwrap();
+    s.acquire(&key(2), &slow, 60_000, T0 + 1_000).unwrap();
+    s.acquire(&key(1), &slow, 60_000, T0 + 2_000).unwrap(); // a denial still counts as use
+    s.acquire(&key(3), &slow, 60_000, T0 + 3_000).unwrap();
+    let st = s.stats(T0 + 3_000).unwrap();
     assert_eq!((st.entries, st.counters.evicted), (2, 1));
     // key 2 went (a peek finds it full again); key 1, used more recently, is still empty.
-    assert_eq!(s.peek(&key(2), &slow.policy, T0 + 4).unwrap().reason, Reason::Ok);
-    assert_eq!(s.peek(&key(1), &slow.policy, T0 + 4).unwrap().reason, Reason::Rate);
+    assert_eq!(s.peek(&key(2), &slow.policy, T0 + 4_000).unwrap().reason, Reason::Ok);
+    assert_eq!(s.peek(&key(1), &slow.policy, T0 + 4_000).unwrap().reason, Reason::Rate);
 }
 
 #[test]

@@ -23,9 +23,8 @@ CREATE TABLE IF NOT EXISTS buckets (
     tokens  INTEGER NOT NULL,   -- milli-tokens held
     stamp   INTEGER NOT NULL,   -- ms up to which earnings are credited
     full_at INTEGER NOT NULL,   -- ms from which the bucket is full again (droppable)
-    used_at INTEGER NOT NULL    -- ms of the last decision, for LRU eviction
+    used_at INTEGER NOT NULL    -- ms of the last decision, to RECENCY_MS, for LRU eviction
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS buckets_full_at ON buckets(full_at);
 CREATE INDEX IF NOT EXISTS buckets_used_at ON buckets(used_at);
 CREATE TABLE IF NOT EXISTS leases (
     id      BLOB PRIMARY KEY,   -- 16 random bytes
@@ -53,6 +52,19 @@ const SCHEMA_VERSION: i64 = 1;
 
 /// Drained buckets dropped at once when the table is full: amortises the clean-up.
 const DRAIN_BATCH: u32 = 64;
+/// How many of the least recently used buckets are searched for drained ones. Bounds the
+/// search (a full scan of `max_entries` rows would hold the write lock for milliseconds) and
+/// spares the hot path an index on `full_at`; drained buckets are almost always among them.
+const DRAIN_WINDOW: u32 = 1024;
+
+/// Recency is kept to a tenth of a second: LRU needs no more, and a bucket used again within
+/// the same tenth rewrites its row without touching the `used_at` index (one page less to
+/// append to the WAL per commit).
+const RECENCY_MS: i64 = 100;
+
+fn used_at(now: i64) -> i64 {
+    now - now.rem_euclid(RECENCY_MS)
+}
 
 /// A busy handler that retries in short, growing, jittered pauses (50 us to about 2 ms) until
 /// the call's deadline. SQLite's own `busy_timeout` sleeps 1, 2, 5, 10 ... 100 ms, far longer
@@ -231,10 +243,20 @@ impl From<StoreError> for Failed {
     }
 }
 
-fn read_bucket(tx: &Connection, key: &Pseudonym) -> rusqlite::Result<Option<Bucket>> {
-    tx.prepare_cached("SELECT tokens, stamp FROM buckets WHERE key = ?1")?
-        .query_row([key], |r| Ok(Bucket { tokens: r.get::<_, i64>(0)?.max(0) as u64, stamp: r.get(1)? }))
+/// A stored bucket and when it was last used.
+fn read_bucket(tx: &Connection, key: &Pseudonym) -> rusqlite::Result<Option<(Bucket, i64)>> {
+    tx.prepare_cached("SELECT tokens, stamp, used_at FROM buckets WHERE key = ?1")?
+        .query_row([key], |r| {
+            Ok((Bucket { tokens: r.get::<_, i64>(0)?.max(0) as u64, stamp: r.get(1)? }, r.get(2)?))
+        })
         .optional()
+}
+
+/// Deletes every expired lease (an index range on `expires`), counting them.
+fn expire_leases(tx: &Transaction<'_>, now: i64, delta: &mut Delta) -> rusqlite::Result<()> {
+    let expired = tx.prepare_cached("DELETE FROM leases WHERE expires <= ?1")?.execute([now])?;
+    delta.counters.leases_expired += expired as u64;
+    Ok(())
 }
 
 /// Makes room for one more bucket: drained buckets (full again) go first, then the least
@@ -242,13 +264,17 @@ fn read_bucket(tx: &Connection, key: &Pseudonym) -> rusqlite::Result<Option<Buck
 fn make_room(tx: &Transaction<'_>, now: i64, max: u64, delta: &mut Delta) -> rusqlite::Result<bool> {
     let stored: i64 = tx.prepare_cached("SELECT entries FROM stats WHERE id = 0")?.query_row([], |r| r.get(0))?;
     let mut entries = stored + delta.entries;
+    if entries >= max as i64 {
+        expire_leases(tx, now, delta)?;
+    }
     while entries >= max as i64 {
         let drained = tx
             .prepare_cached(
-                "DELETE FROM buckets WHERE key IN (SELECT b.key FROM buckets b WHERE b.full_at <= ?1
-                 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = b.key) LIMIT ?2)",
+                "DELETE FROM buckets WHERE key IN (SELECT o.key FROM
+                 (SELECT key, full_at FROM buckets ORDER BY used_at LIMIT ?3) AS o
+                 WHERE o.full_at <= ?1 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = o.key) LIMIT ?2)",
             )?
-            .execute(params![now, DRAIN_BATCH])? as i64;
+            .execute(params![now, DRAIN_BATCH, DRAIN_WINDOW])? as i64;
         if drained > 0 {
             entries -= drained;
             delta.entries -= drained;
@@ -282,10 +308,11 @@ impl Store for SqliteStore {
         // Drawn before the transaction, so that the write lock is held no longer than needed.
         let lease_id = if ask.max_inflight > 0 { Some(new_lease_id()?) } else { None };
         let result = self.write(|tx, delta, max_entries| {
-            let expired = tx.prepare_cached("DELETE FROM leases WHERE expires <= ?1")?.execute([now])?;
-            delta.counters.leases_expired += expired as u64;
             let stored = read_bucket(tx, key)?;
+            // Leases only matter to calls that take one (and to make_room, which expires them
+            // itself): a plain rate check touches no lease page.
             let slots = if ask.max_inflight > 0 {
+                expire_leases(tx, now, delta)?;
                 let (live, earliest) = tx
                     .prepare_cached("SELECT count(*), min(expires) FROM leases WHERE key = ?1")?
                     .query_row([key], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?)))?;
@@ -300,7 +327,7 @@ impl Store for SqliteStore {
                 }
                 delta.entries += 1;
             }
-            let d = decision::decide(stored, ask, slots, now);
+            let d = decision::decide(stored.map(|(b, _)| b), ask, slots, now);
             delta.counters.clock_regressions += u64::from(d.clock_regressed);
             match d.verdict.reason {
                 Reason::Ok => delta.counters.allowed += 1,
@@ -309,12 +336,20 @@ impl Store for SqliteStore {
                 Reason::Unavailable => delta.counters.unavailable += 1,
             }
             // Written on denials too: `used_at` keeps a hammered subject from looking idle.
-            tx.prepare_cached(
-                "INSERT INTO buckets (key, tokens, stamp, full_at, used_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
-                 full_at = excluded.full_at, used_at = excluded.used_at",
-            )?
-            .execute(params![key, d.bucket.tokens as i64, d.bucket.stamp, d.bucket.full_at(&ask.policy), now])?;
+            let (tokens, stamp, full_at) = (d.bucket.tokens as i64, d.bucket.stamp, d.bucket.full_at(&ask.policy));
+            let used_at = used_at(now);
+            match stored {
+                Some((_, used)) if used == used_at => tx
+                    .prepare_cached("UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4 WHERE key = ?1")?
+                    .execute(params![key, tokens, stamp, full_at])?,
+                _ => tx
+                    .prepare_cached(
+                        "INSERT INTO buckets (key, tokens, stamp, full_at, used_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
+                         full_at = excluded.full_at, used_at = excluded.used_at",
+                    )?
+                    .execute(params![key, tokens, stamp, full_at, used_at])?,
+            };
             let lease = match lease_id {
                 Some(id) if d.verdict.allowed => {
                     tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
@@ -334,7 +369,7 @@ impl Store for SqliteStore {
     fn peek(&mut self, key: &Pseudonym, policy: &Policy, now: i64) -> Result<Verdict, StoreError> {
         self.arm();
         let stored = read_bucket(&self.conn, key).map_err(|e| self.classify(e))?;
-        Ok(decision::peek(stored, policy, now))
+        Ok(decision::peek(stored.map(|(b, _)| b), policy, now))
     }
 
     fn release(&mut self, leases: &[LeaseId], now: i64) -> Result<u64, StoreError> {
