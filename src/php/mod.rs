@@ -10,7 +10,7 @@ mod worker;
 use crate::core::bucket::{Policy, MAX_LIMIT};
 use crate::core::decision::{Ask, Reason, Verdict};
 use crate::core::lease::LeaseId;
-use crate::core::subject::{self, Pseudonym, MAX_SUBJECT_LEN};
+use crate::core::subject::{self, Pseudonym, Pseudonymizer, MAX_SUBJECT_LEN};
 use crate::storage::{Acquired, Store, StoreError};
 use args::{declare, param, Call, Param};
 use decision::Decision;
@@ -104,8 +104,8 @@ fn policy_args(call: &Call, i: usize, config: &crate::core::config::Config) -> R
     Policy::new(limit, per_ms).map_err(|e| Error::Internal(format!("{e:?}")))
 }
 
-fn pseudonym_of(key: &[u8], scope: &str, subject: &[u8], ipv6_prefix: u8) -> Pseudonym {
-    subject::pseudonym(key, scope.as_bytes(), &subject::normalise(subject, ipv6_prefix))
+fn pseudonym_of(p: &Pseudonymizer, scope: &str, subject: &[u8], ipv6_prefix: u8) -> Pseudonym {
+    p.pseudonym(scope.as_bytes(), &subject::normalise(subject, ipv6_prefix))
 }
 
 extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
@@ -130,7 +130,7 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
         let ask = Ask { policy, cost, max_inflight };
         let now = now_ms();
         let result = worker::with(&config, |w| {
-            let key = pseudonym_of(&w.key, &scope, &subject, config.ipv6_prefix);
+            let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
             w.store.acquire(&key, &ask, config.lease_ttl_ms, now).map_err(Error::Store)
         });
         let mut acquired = match result {
@@ -194,7 +194,7 @@ extern "C" fn ratelimit_peek(ex: &mut ExecuteData, retval: &mut Zval) {
         let scope = scope_arg(&call, 3)?;
         let now = now_ms();
         let verdict = match worker::with(&config, |w| {
-            let key = pseudonym_of(&w.key, &scope, &subject, config.ipv6_prefix);
+            let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
             w.store.peek(&key, &policy, now).map_err(Error::Store)
         }) {
             Ok(v) => v,
@@ -212,7 +212,7 @@ extern "C" fn ratelimit_reset(ex: &mut ExecuteData, retval: &mut Zval) {
         let subject = subject_arg(&call, 0)?;
         let scope = scope_arg(&call, 1)?;
         let forgot = worker::with(&config, |w| {
-            let key = pseudonym_of(&w.key, &scope, &subject, config.ipv6_prefix);
+            let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
             w.store.reset(&key).map_err(Error::Store)
         })?;
         to_zval(forgot)

@@ -4,6 +4,7 @@
 
 use crate::core::config::Config;
 use crate::core::lease::LeaseId;
+use crate::core::subject::Pseudonymizer;
 use crate::keyfile;
 use crate::php::error::Error;
 use crate::storage::sqlite::SqliteStore;
@@ -15,7 +16,8 @@ pub struct Worker {
     pid: u32,
     /// The configuration this worker was opened with.
     config: Arc<Config>,
-    pub key: Vec<u8>,
+    /// The host's HMAC key, keyed once.
+    pub pseudonymizer: Pseudonymizer,
     pub store: SqliteStore,
 }
 
@@ -53,7 +55,8 @@ pub fn with<T>(config: &Arc<Config>, f: impl FnOnce(&mut Worker) -> Result<T, Er
             let key = keyfile::load(&key_path, create).map_err(Error::Key)?;
             let store = SqliteStore::open(&db_path, config.busy_timeout_ms, config.max_entries)
                 .map_err(Error::Store)?;
-            *slot = Some(Worker { pid: std::process::id(), config: Arc::clone(config), key, store });
+            let pseudonymizer = Pseudonymizer::new(&key);
+            *slot = Some(Worker { pid: std::process::id(), config: Arc::clone(config), pseudonymizer, store });
         }
         f(slot.as_mut().expect("opened above"))
     })
