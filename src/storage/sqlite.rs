@@ -166,8 +166,9 @@ impl SqliteStore {
     }
 
     fn init(&mut self) -> rusqlite::Result<()> {
-        // Every commit appends whole pages to the WAL (a decision touches about five); small
-        // pages keep that write small. Takes effect only on a new, empty file.
+        // Every commit appends whole pages to the WAL (a decision usually writes two: its
+        // bucket's and the stats row's); small pages keep that append small. Takes effect
+        // only on a new, empty file.
         self.conn.execute_batch("PRAGMA page_size=1024")?;
         let mode: String = self.conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
@@ -199,7 +200,7 @@ impl SqliteStore {
     /// stats row in the same transaction.
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Connection, &mut Delta, u64) -> Result<T, Failed>,
+        f: impl FnOnce(&Connection, &mut Delta, u64) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
         self.arm();
         let max_entries = self.max_entries;
@@ -207,7 +208,7 @@ impl SqliteStore {
         // BEGIN/COMMIT as cached statements: rusqlite's Transaction would parse them anew on
         // every decision, which cost a fifth of a decision's instructions.
         self.conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).map_err(|e| self.classify(e))?;
-        let result = (|| {
+        let result = (|| -> rusqlite::Result<T> {
             let tx = &self.conn;
             let out = f(tx, &mut delta, max_entries)?;
             let c = &delta.counters;
@@ -226,36 +227,14 @@ impl SqliteStore {
             Ok(out)
         })();
         if result.is_err() && !self.conn.is_autocommit() {
-            // Nothing of a failed transaction may stay; if even this fails, SQLite has already
-            // rolled back (that is why it is out of the transaction).
+            // A failed statement can leave the transaction open: roll it back so that nothing
+            // of it stays and the next call can begin. (Where SQLite already rolled back by
+            // itself, the connection is in autocommit and there is nothing to do.)
             let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
         }
-        match result {
-            Ok(out) => {
-                self.pending = Counters::default();
-                Ok(out)
-            }
-            Err(Failed::Sqlite(e)) => Err(self.classify(e)),
-            Err(Failed::Store(e)) => Err(e),
-        }
-    }
-}
-
-/// Internal error of a transaction body: SQLite's, classified afterwards, or already typed.
-enum Failed {
-    Sqlite(rusqlite::Error),
-    Store(StoreError),
-}
-
-impl From<rusqlite::Error> for Failed {
-    fn from(e: rusqlite::Error) -> Self {
-        Failed::Sqlite(e)
-    }
-}
-
-impl From<StoreError> for Failed {
-    fn from(e: StoreError) -> Self {
-        Failed::Store(e)
+        let out = result.map_err(|e| self.classify(e))?;
+        self.pending = Counters::default();
+        Ok(out)
     }
 }
 
