@@ -128,10 +128,9 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
             c => c as u64,
         };
         let ask = Ask { policy, cost, max_inflight };
-        let now = now_ms();
         let result = worker::with(&config, |w| {
             let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
-            w.store.acquire(&key, &ask, config.lease_ttl_ms, now).map_err(Error::Store)
+            w.store.acquire(&key, &ask, config.lease_ttl_ms, &now_ms).map_err(Error::Store)
         });
         let mut acquired = match result {
             Ok(a) => a,
@@ -172,8 +171,7 @@ extern "C" fn ratelimit_release(ex: &mut ExecuteData, retval: &mut Zval) {
         let call = Call::new(ex, "ratelimit_release", &RELEASE)?;
         let Some(id) = lease_arg(&call)? else { return to_zval(false) };
         let config = ini::config();
-        let now = now_ms();
-        match worker::with(&config, |w| w.store.release(&[id], now).map_err(Error::Store)) {
+        match worker::with(&config, |w| w.store.release(&[id], &now_ms).map_err(Error::Store)) {
             Ok(freed) => {
                 worker::forget_lease(&id);
                 to_zval(freed > 0)
@@ -192,10 +190,9 @@ extern "C" fn ratelimit_peek(ex: &mut ExecuteData, retval: &mut Zval) {
         let subject = subject_arg(&call, 0)?;
         let policy = policy_args(&call, 1, &config)?;
         let scope = scope_arg(&call, 3)?;
-        let now = now_ms();
         let verdict = match worker::with(&config, |w| {
             let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
-            w.store.peek(&key, &policy, now).map_err(Error::Store)
+            w.store.peek(&key, &policy, &now_ms).map_err(Error::Store)
         }) {
             Ok(v) => v,
             Err(Error::Store(StoreError::Busy)) => Verdict::unavailable(config.fail_open),
@@ -223,8 +220,7 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
     guarded(retval, || {
         Call::new(ex, "ratelimit_stats", &[])?;
         let config = ini::config();
-        let now = now_ms();
-        let s = worker::with(&config, |w| w.store.stats(now).map_err(Error::Store))?;
+        let s = worker::with(&config, |w| w.store.stats(&now_ms).map_err(Error::Store))?;
         let mut table = ZendHashTable::new();
         let gauges = [("entries", s.entries), ("live_leases", s.live_leases)];
         for (name, value) in s.counters.named().into_iter().chain(gauges) {
@@ -241,8 +237,7 @@ unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
         let leases = worker::take_request_leases();
         if !leases.is_empty() {
             let config = ini::config();
-            let now = now_ms();
-            let _ = worker::with(&config, |w| w.store.release(&leases, now).map_err(Error::Store));
+            let _ = worker::with(&config, |w| w.store.release(&leases, &now_ms).map_err(Error::Store));
         }
     });
     0

@@ -100,23 +100,28 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// The wall clock in milliseconds. Stores read it once they hold their lock: a time read before
+/// waiting for the lock would be older than what the previous holder wrote, which looks like a
+/// clock running backwards (harmless, since it mints nothing, but it would be miscounted).
+pub type Clock<'a> = &'a dyn Fn() -> i64;
+
 /// Storage for buckets and leases, shared by every worker of a host (or of a site).
 pub trait Store {
     /// Expire leases, refill, check, take (tokens and, if asked, a slot), in one atomic step.
     /// A `Busy` error is counted as `unavailable` by the store itself (written later).
-    fn acquire(&mut self, key: &Pseudonym, ask: &Ask, lease_ttl_ms: u64, now: i64)
+    fn acquire(&mut self, key: &Pseudonym, ask: &Ask, lease_ttl_ms: u64, clock: Clock<'_>)
         -> Result<Acquired, StoreError>;
 
     /// What a call of cost 1 would get now; writes nothing.
-    fn peek(&mut self, key: &Pseudonym, policy: &crate::core::bucket::Policy, now: i64)
+    fn peek(&mut self, key: &Pseudonym, policy: &crate::core::bucket::Policy, clock: Clock<'_>)
         -> Result<Verdict, StoreError>;
 
     /// Frees the given leases; returns how many were live.
-    fn release(&mut self, leases: &[LeaseId], now: i64) -> Result<u64, StoreError>;
+    fn release(&mut self, leases: &[LeaseId], clock: Clock<'_>) -> Result<u64, StoreError>;
 
     /// Forgets a bucket and its leases; true when there was something to forget.
     fn reset(&mut self, key: &Pseudonym) -> Result<bool, StoreError>;
 
     /// Host-wide counters and gauges, this worker's unwritten counts included.
-    fn stats(&mut self, now: i64) -> Result<Stats, StoreError>;
+    fn stats(&mut self, clock: Clock<'_>) -> Result<Stats, StoreError>;
 }

@@ -6,7 +6,7 @@
 //! is) and costs no fsync; a power cut can lose the last few decisions, which only ever gives
 //! tokens back to clients as if a little time had passed.
 
-use super::{Acquired, Counters, Stats, Store, StoreError};
+use super::{Acquired, Clock, Counters, Stats, Store, StoreError};
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask, Reason, Verdict};
 use crate::core::lease::{self, LeaseId, Slots};
@@ -196,11 +196,12 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `f` in one write transaction and adds its counts (and any pending ones) to the
-    /// stats row in the same transaction.
+    /// Runs `f` in one write transaction, with the time read once the lock is held, and adds
+    /// its counts (and any pending ones) to the stats row in the same transaction.
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Connection, &mut Delta, u64) -> rusqlite::Result<T>,
+        clock: Clock<'_>,
+        f: impl FnOnce(&Connection, &mut Delta, u64, i64) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
         self.arm();
         let max_entries = self.max_entries;
@@ -210,7 +211,7 @@ impl SqliteStore {
         self.conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).map_err(|e| self.classify(e))?;
         let result = (|| -> rusqlite::Result<T> {
             let tx = &self.conn;
-            let out = f(tx, &mut delta, max_entries)?;
+            let out = f(tx, &mut delta, max_entries, clock())?;
             let c = &delta.counters;
             tx.prepare_cached(
                 "UPDATE stats SET allowed = allowed + ?1, denied_rate = denied_rate + ?2,
@@ -298,11 +299,11 @@ fn new_lease_id() -> Result<LeaseId, StoreError> {
 }
 
 impl Store for SqliteStore {
-    fn acquire(&mut self, key: &Pseudonym, ask: &Ask, lease_ttl_ms: u64, now: i64)
+    fn acquire(&mut self, key: &Pseudonym, ask: &Ask, lease_ttl_ms: u64, clock: Clock<'_>)
         -> Result<Acquired, StoreError> {
         // Drawn before the transaction, so that the write lock is held no longer than needed.
         let lease_id = if ask.max_inflight > 0 { Some(new_lease_id()?) } else { None };
-        let result = self.write(|tx, delta, max_entries| {
+        let result = self.write(clock, |tx, delta, max_entries, now| {
             let stored = read_bucket(tx, key)?;
             // Leases only matter to calls that take one (and to make_room, which expires them
             // itself): a plain rate check touches no lease page.
@@ -361,14 +362,15 @@ impl Store for SqliteStore {
         result
     }
 
-    fn peek(&mut self, key: &Pseudonym, policy: &Policy, now: i64) -> Result<Verdict, StoreError> {
+    fn peek(&mut self, key: &Pseudonym, policy: &Policy, clock: Clock<'_>) -> Result<Verdict, StoreError> {
         self.arm();
+        let now = clock();
         let stored = read_bucket(&self.conn, key).map_err(|e| self.classify(e))?;
         Ok(decision::peek(stored.map(|(b, _)| b), policy, now))
     }
 
-    fn release(&mut self, leases: &[LeaseId], now: i64) -> Result<u64, StoreError> {
-        self.write(|tx, _, _| {
+    fn release(&mut self, leases: &[LeaseId], clock: Clock<'_>) -> Result<u64, StoreError> {
+        self.write(clock, |tx, _, _, now| {
             let mut freed = 0;
             let mut delete = tx.prepare_cached("DELETE FROM leases WHERE id = ?1 AND expires > ?2")?;
             for id in leases {
@@ -379,7 +381,8 @@ impl Store for SqliteStore {
     }
 
     fn reset(&mut self, key: &Pseudonym) -> Result<bool, StoreError> {
-        self.write(|tx, delta, _| {
+        // Forgetting needs no time: the clock passed is never consulted.
+        self.write(&|| 0, |tx, delta, _, _| {
             let buckets = tx.prepare_cached("DELETE FROM buckets WHERE key = ?1")?.execute([key])?;
             let leases = tx.prepare_cached("DELETE FROM leases WHERE key = ?1")?.execute([key])?;
             delta.entries -= buckets as i64;
@@ -387,8 +390,9 @@ impl Store for SqliteStore {
         })
     }
 
-    fn stats(&mut self, now: i64) -> Result<Stats, StoreError> {
+    fn stats(&mut self, clock: Clock<'_>) -> Result<Stats, StoreError> {
         self.arm();
+        let now = clock();
         let read = || -> rusqlite::Result<Stats> {
             let tx = self.conn.unchecked_transaction()?;
             let mut s = tx.query_row(
