@@ -110,7 +110,8 @@ impl Bucket {
             let bucket = Self { tokens, stamp: self.stamp };
             return Refilled { bucket, clock_regressed: true };
         }
-        let elapsed = (now - self.stamp) as u64;
+        // `abs_diff`: a stamp read from a damaged file may be anything; no subtraction overflows.
+        let elapsed = now.abs_diff(self.stamp);
         let earned = policy.earned(elapsed);
         let bucket = if tokens + earned >= cap {
             // Full: nothing left to carry, the time base may restart at `now`.
@@ -292,6 +293,19 @@ mod tests {
             let bound = p.capacity() as u128
                 + (latest - start) as u128 * p.capacity() as u128 / per_ms as u128;
             prop_assert!(taken <= bound, "taken {} > bound {}", taken, bound);
+        }
+
+        /// Any stored state (a damaged file may hold anything) refills without panicking and
+        /// never beyond capacity.
+        #[test]
+        fn any_stored_state_refills_within_capacity(
+            tokens in any::<u64>(), stamp in any::<i64>(), now in any::<i64>(),
+            limit in 1u64..=MAX_LIMIT, per_ms in MIN_PER_MS..=MAX_PER_MS,
+        ) {
+            let p = policy(limit, per_ms);
+            let b = Bucket { tokens, stamp }.refill(&p, now).bucket;
+            prop_assert!(b.tokens <= p.capacity());
+            let _ = (b.wait_until_full(&p, now), b.wait_for_next_token(&p, now), b.full_at(&p));
         }
 
         /// A clock that only runs backwards from the last stamp never adds a milli-token.
