@@ -98,7 +98,10 @@ pub struct Refilled {
 impl Bucket {
     /// A bucket seen for the first time starts full.
     pub fn full(policy: &Policy, now: i64) -> Self {
-        Self { tokens: policy.capacity(), stamp: now }
+        Self {
+            tokens: policy.capacity(),
+            stamp: now,
+        }
     }
 
     /// Credits what was earned up to `now`.
@@ -107,20 +110,35 @@ impl Bucket {
         // A policy may have shrunk since the bucket was written: never hold more than it allows.
         let tokens = self.tokens.min(cap);
         if now < self.stamp {
-            let bucket = Self { tokens, stamp: self.stamp };
-            return Refilled { bucket, clock_regressed: true };
+            let bucket = Self {
+                tokens,
+                stamp: self.stamp,
+            };
+            return Refilled {
+                bucket,
+                clock_regressed: true,
+            };
         }
         // `abs_diff`: a stamp read from a damaged file may be anything; no subtraction overflows.
         let elapsed = now.abs_diff(self.stamp);
         let earned = policy.earned(elapsed);
         let bucket = if tokens + earned >= cap {
             // Full: nothing left to carry, the time base may restart at `now`.
-            Self { tokens: cap, stamp: now }
+            Self {
+                tokens: cap,
+                stamp: now,
+            }
         } else {
             // `time_to_earn(earned) <= elapsed` because `earned` was rounded down.
-            Self { tokens: tokens + earned, stamp: self.stamp + policy.time_to_earn(earned) as i64 }
+            Self {
+                tokens: tokens + earned,
+                stamp: self.stamp + policy.time_to_earn(earned) as i64,
+            }
         };
-        Refilled { bucket, clock_regressed: false }
+        Refilled {
+            bucket,
+            clock_regressed: false,
+        }
     }
 
     /// Milliseconds from `now` until the bucket holds at least `milli` milli-tokens
@@ -171,9 +189,15 @@ mod tests {
     #[test]
     fn policy_bounds_are_enforced() {
         assert_eq!(Policy::new(0, 1000), Err(PolicyError::LimitTooSmall));
-        assert_eq!(Policy::new(MAX_LIMIT + 1, 1000), Err(PolicyError::LimitTooLarge));
+        assert_eq!(
+            Policy::new(MAX_LIMIT + 1, 1000),
+            Err(PolicyError::LimitTooLarge)
+        );
         assert_eq!(Policy::new(1, 0), Err(PolicyError::PerTooSmall));
-        assert_eq!(Policy::new(1, MAX_PER_MS + 1), Err(PolicyError::PerTooLarge));
+        assert_eq!(
+            Policy::new(1, MAX_PER_MS + 1),
+            Err(PolicyError::PerTooLarge)
+        );
         assert!(Policy::new(MAX_LIMIT, MIN_PER_MS).is_ok());
         assert!(Policy::new(1, MAX_PER_MS).is_ok());
     }
@@ -197,7 +221,10 @@ mod tests {
     #[test]
     fn refill_is_continuous() {
         let p = policy(60, 60_000); // one token per second
-        let b = Bucket { tokens: 0, stamp: 0 };
+        let b = Bucket {
+            tokens: 0,
+            stamp: 0,
+        };
         assert_eq!(b.refill(&p, 500).bucket.tokens, 500);
         assert_eq!(b.refill(&p, 2_000).bucket.tokens, 2_000);
     }
@@ -205,16 +232,28 @@ mod tests {
     #[test]
     fn refill_never_exceeds_capacity() {
         let p = policy(5, 1_000);
-        let b = Bucket { tokens: 4_000, stamp: 0 };
+        let b = Bucket {
+            tokens: 4_000,
+            stamp: 0,
+        };
         let r = b.refill(&p, 1_000_000).bucket;
-        assert_eq!(r, Bucket { tokens: 5_000, stamp: 1_000_000 });
+        assert_eq!(
+            r,
+            Bucket {
+                tokens: 5_000,
+                stamp: 1_000_000
+            }
+        );
     }
 
     #[test]
     fn slow_buckets_polled_often_still_refill() {
         // 5 per day earns one milli-token every 17.28 s; poll every second for a day.
         let p = policy(5, 86_400_000);
-        let mut b = Bucket { tokens: 0, stamp: 0 };
+        let mut b = Bucket {
+            tokens: 0,
+            stamp: 0,
+        };
         for t in (1_000..=86_400_000).step_by(1_000) {
             b = b.refill(&p, t).bucket;
         }
@@ -224,7 +263,10 @@ mod tests {
     #[test]
     fn backwards_clock_mints_nothing_and_keeps_the_stamp() {
         let p = policy(10, 1_000);
-        let b = Bucket { tokens: 1_000, stamp: 50_000 };
+        let b = Bucket {
+            tokens: 1_000,
+            stamp: 50_000,
+        };
         let r = b.refill(&p, 40_000);
         assert!(r.clock_regressed);
         assert_eq!(r.bucket, b);
@@ -232,24 +274,40 @@ mod tests {
 
     #[test]
     fn a_shrunk_policy_clamps_the_tokens() {
-        let b = Bucket { tokens: 9_000, stamp: 0 };
+        let b = Bucket {
+            tokens: 9_000,
+            stamp: 0,
+        };
         assert_eq!(b.refill(&policy(3, 1_000), 0).bucket.tokens, 3_000);
     }
 
     #[test]
     fn extreme_policies_do_not_overflow() {
         let p = policy(MAX_LIMIT, MIN_PER_MS);
-        let b = Bucket { tokens: 0, stamp: 0 };
+        let b = Bucket {
+            tokens: 0,
+            stamp: 0,
+        };
         assert_eq!(b.refill(&p, i64::MAX).bucket.tokens, p.capacity());
         let p = policy(1, MAX_PER_MS);
         assert_eq!(b.wait_until_full(&p, 0), MAX_PER_MS);
-        assert_eq!(Bucket { tokens: 0, stamp: i64::MAX }.full_at(&p), i64::MAX);
+        assert_eq!(
+            Bucket {
+                tokens: 0,
+                stamp: i64::MAX
+            }
+            .full_at(&p),
+            i64::MAX
+        );
     }
 
     #[test]
     fn wait_for_is_exact() {
         let p = policy(3, 1_000); // 3 milli-tokens per ms
-        let b = Bucket { tokens: 0, stamp: 100 };
+        let b = Bucket {
+            tokens: 0,
+            stamp: 100,
+        };
         let w = b.wait_for(&p, 1_000, 100);
         assert_eq!(w, 334);
         assert_eq!(b.refill(&p, 100 + w as i64 - 1).bucket.tokens / 1000, 0);
@@ -259,7 +317,12 @@ mod tests {
     #[test]
     fn next_token_wait_counts_the_fraction_held() {
         let p = policy(1, 1_000); // one milli-token per ms
-        let b = Bucket { tokens: 0, stamp: 0 }.refill(&p, 400).bucket;
+        let b = Bucket {
+            tokens: 0,
+            stamp: 0,
+        }
+        .refill(&p, 400)
+        .bucket;
         assert_eq!(b.wait_for_next_token(&p, 400), 600);
         assert_eq!(Bucket::full(&p, 0).wait_for_next_token(&p, 0), 0);
     }

@@ -63,12 +63,19 @@ impl Default for Config {
 pub struct Invalid(pub &'static str);
 
 fn int_in(value: &str, lo: u64, hi: u64, why: &'static str) -> Result<u64, Invalid> {
-    value.trim().parse::<u64>().ok().filter(|v| (lo..=hi).contains(v)).ok_or(Invalid(why))
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|v| (lo..=hi).contains(v))
+        .ok_or(Invalid(why))
 }
 
 fn seconds_ms(value: &str, lo_ms: u64, hi_ms: u64, why: &'static str) -> Result<u64, Invalid> {
     let secs: f64 = value.trim().parse().map_err(|_| Invalid(why))?;
-    Policy::per_ms_from_seconds(secs).filter(|ms| (lo_ms..=hi_ms).contains(ms)).ok_or(Invalid(why))
+    Policy::per_ms_from_seconds(secs)
+        .filter(|ms| (lo_ms..=hi_ms).contains(ms))
+        .ok_or(Invalid(why))
 }
 
 fn boolean(value: &str) -> Result<bool, Invalid> {
@@ -89,19 +96,36 @@ impl Config {
                 self.limit = int_in(value, 1, MAX_LIMIT, "expected an integer from 1 to 10^12")?
             }
             "ratelimit.per" => {
-                self.per_ms = seconds_ms(value, 1, 1_000_000_000_000, "expected seconds from 0.001 to 10^9")?
+                self.per_ms = seconds_ms(
+                    value,
+                    1,
+                    1_000_000_000_000,
+                    "expected seconds from 0.001 to 10^9",
+                )?
             }
             "ratelimit.inflight" => {
-                self.inflight = int_in(value, 0, 1_000_000, "expected an integer from 0 to 1000000")?
+                self.inflight =
+                    int_in(value, 0, 1_000_000, "expected an integer from 0 to 1000000")?
             }
             "ratelimit.lease_ttl" => {
-                self.lease_ttl_ms = seconds_ms(value, 1, 31_536_000_000, "expected seconds from 0.001 to 31536000")?
+                self.lease_ttl_ms = seconds_ms(
+                    value,
+                    1,
+                    31_536_000_000,
+                    "expected seconds from 0.001 to 31536000",
+                )?
             }
             "ratelimit.busy_timeout_ms" => {
-                self.busy_timeout_ms = int_in(value, 0, 60_000, "expected milliseconds from 0 to 60000")?
+                self.busy_timeout_ms =
+                    int_in(value, 0, 60_000, "expected milliseconds from 0 to 60000")?
             }
             "ratelimit.max_entries" => {
-                self.max_entries = int_in(value, 1, 1_000_000_000, "expected an integer from 1 to 10^9")?
+                self.max_entries = int_in(
+                    value,
+                    1,
+                    1_000_000_000,
+                    "expected an integer from 1 to 10^9",
+                )?
             }
             "ratelimit.ipv6_prefix" => {
                 self.ipv6_prefix = int_in(value, 0, 128, "expected an integer from 0 to 128")? as u8
@@ -141,8 +165,14 @@ mod tests {
     #[test]
     fn defaults_are_the_documented_ones() {
         let c = Config::default();
-        assert_eq!((c.limit, c.per_ms, c.inflight, c.lease_ttl_ms), (60, 60_000, 0, 60_000));
-        assert_eq!((c.busy_timeout_ms, c.max_entries, c.ipv6_prefix, c.fail_open), (100, 100_000, 64, false));
+        assert_eq!(
+            (c.limit, c.per_ms, c.inflight, c.lease_ttl_ms),
+            (60, 60_000, 0, 60_000)
+        );
+        assert_eq!(
+            (c.busy_timeout_ms, c.max_entries, c.ipv6_prefix, c.fail_open),
+            (100, 100_000, 64, false)
+        );
     }
 
     #[test]
@@ -171,7 +201,10 @@ mod tests {
         let mut c = Config::default();
         let tmp = Path::new("/tmp");
         assert_eq!(c.db_path(tmp), Path::new("/tmp/php-ratelimit.sqlite"));
-        assert_eq!(c.key_path(tmp), (PathBuf::from("/tmp/php-ratelimit.sqlite.key"), true));
+        assert_eq!(
+            c.key_path(tmp),
+            (PathBuf::from("/tmp/php-ratelimit.sqlite.key"), true)
+        );
         c.set("ratelimit.db_path", "/var/lib/rl/db").unwrap();
         c.set("ratelimit.key_file", "/etc/rl/key").unwrap();
         assert_eq!(c.key_path(tmp), (PathBuf::from("/etc/rl/key"), false));

@@ -77,7 +77,9 @@ pub struct Decided {
 /// and a slot is free. A denial takes nothing.
 pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Decided {
     let p = &ask.policy;
-    let refilled = stored.unwrap_or_else(|| Bucket::full(p, now)).refill(p, now);
+    let refilled = stored
+        .unwrap_or_else(|| Bucket::full(p, now))
+        .refill(p, now);
     let mut bucket = refilled.bucket;
     let cost = ask.cost * MILLI;
     let reason = if bucket.tokens < cost {
@@ -105,16 +107,27 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
         reset_after_ms: bucket.wait_until_full(p, now),
         next_token_ms: bucket.wait_for_next_token(p, now),
     };
-    Decided { bucket, verdict, clock_regressed: refilled.clock_regressed }
+    Decided {
+        bucket,
+        verdict,
+        clock_regressed: refilled.clock_regressed,
+    }
 }
 
 /// What a call of cost 1 would get now, without taking anything.
 pub fn peek(stored: Option<Bucket>, policy: &Policy, now: i64) -> Verdict {
-    let ask = Ask { policy: *policy, cost: 1, max_inflight: 0 };
+    let ask = Ask {
+        policy: *policy,
+        cost: 1,
+        max_inflight: 0,
+    };
     let mut v = decide(stored, &ask, Slots::default(), now).verdict;
     if v.allowed {
         // Report the tokens as they are, not as they would be after the take.
-        let b = stored.unwrap_or_else(|| Bucket::full(policy, now)).refill(policy, now).bucket;
+        let b = stored
+            .unwrap_or_else(|| Bucket::full(policy, now))
+            .refill(policy, now)
+            .bucket;
         v.remaining = b.whole_tokens();
         v.reset_after_ms = b.wait_until_full(policy, now);
         v.next_token_ms = b.wait_for_next_token(policy, now);
@@ -127,7 +140,11 @@ mod tests {
     use super::*;
 
     fn ask(limit: u64, per_ms: u64, cost: u64, max_inflight: u64) -> Ask {
-        Ask { policy: Policy::new(limit, per_ms).unwrap(), cost, max_inflight }
+        Ask {
+            policy: Policy::new(limit, per_ms).unwrap(),
+            cost,
+            max_inflight,
+        }
     }
 
     #[test]
@@ -143,7 +160,10 @@ mod tests {
 
     #[test]
     fn a_denial_takes_nothing_and_says_when_to_retry() {
-        let stored = Bucket { tokens: 500, stamp: 0 };
+        let stored = Bucket {
+            tokens: 500,
+            stamp: 0,
+        };
         let d = decide(Some(stored), &ask(1, 1_000, 1, 0), Slots::default(), 0);
         assert!(!d.verdict.allowed);
         assert_eq!(d.verdict.reason, Reason::Rate);
@@ -155,14 +175,25 @@ mod tests {
     fn cost_takes_several_tokens() {
         let d = decide(None, &ask(10, 1_000, 4, 0), Slots::default(), 0);
         assert_eq!(d.verdict.remaining, 6);
-        let d = decide(Some(Bucket { tokens: 3_000, stamp: 0 }), &ask(10, 1_000, 4, 0), Slots::default(), 0);
+        let d = decide(
+            Some(Bucket {
+                tokens: 3_000,
+                stamp: 0,
+            }),
+            &ask(10, 1_000, 4, 0),
+            Slots::default(),
+            0,
+        );
         assert_eq!(d.verdict.reason, Reason::Rate);
         assert_eq!(d.verdict.retry_after_ms, 100);
     }
 
     #[test]
     fn full_slots_deny_with_inflight_when_tokens_suffice() {
-        let slots = Slots { live: 2, earliest_expiry: Some(30_000) };
+        let slots = Slots {
+            live: 2,
+            earliest_expiry: Some(30_000),
+        };
         let d = decide(None, &ask(5, 1_000, 1, 2), slots, 10_000);
         assert_eq!(d.verdict.reason, Reason::Inflight);
         assert_eq!(d.verdict.retry_after_ms, 20_000);
@@ -171,14 +202,28 @@ mod tests {
 
     #[test]
     fn short_tokens_win_over_full_slots() {
-        let slots = Slots { live: 2, earliest_expiry: Some(30_000) };
-        let d = decide(Some(Bucket { tokens: 0, stamp: 0 }), &ask(5, 1_000, 1, 2), slots, 0);
+        let slots = Slots {
+            live: 2,
+            earliest_expiry: Some(30_000),
+        };
+        let d = decide(
+            Some(Bucket {
+                tokens: 0,
+                stamp: 0,
+            }),
+            &ask(5, 1_000, 1, 2),
+            slots,
+            0,
+        );
         assert_eq!(d.verdict.reason, Reason::Rate);
     }
 
     #[test]
     fn zero_inflight_means_no_slot_limit() {
-        let slots = Slots { live: 1_000, earliest_expiry: Some(1) };
+        let slots = Slots {
+            live: 1_000,
+            earliest_expiry: Some(1),
+        };
         assert!(decide(None, &ask(5, 1_000, 1, 0), slots, 0).verdict.allowed);
     }
 
@@ -189,7 +234,14 @@ mod tests {
         assert!(v.allowed);
         assert_eq!(v.remaining, 5);
         assert_eq!(v.reset_after_ms, 0);
-        let v = peek(Some(Bucket { tokens: 0, stamp: 0 }), &p, 0);
+        let v = peek(
+            Some(Bucket {
+                tokens: 0,
+                stamp: 0,
+            }),
+            &p,
+            0,
+        );
         assert_eq!(v.reason, Reason::Rate);
         assert_eq!(v.retry_after_ms, 12_000);
     }

@@ -12,7 +12,10 @@ fn ceil_seconds(ms: u64) -> u64 {
 pub fn fields(scope: &str, limit: u64, per_ms: u64, v: &Verdict) -> Vec<(&'static str, String)> {
     let t = ceil_seconds(v.next_token_ms);
     let mut out = vec![
-        ("RateLimit-Policy", format!("\"{scope}\";q={limit};w={}", ceil_seconds(per_ms))),
+        (
+            "RateLimit-Policy",
+            format!("\"{scope}\";q={limit};w={}", ceil_seconds(per_ms)),
+        ),
         ("RateLimit", format!("\"{scope}\";r={};t={t}", v.remaining)),
     ];
     if !v.allowed {
@@ -29,7 +32,14 @@ mod tests {
 
     fn verdict(allowed: bool, remaining: u64, retry: u64, next: u64) -> Verdict {
         let reason = if allowed { Reason::Ok } else { Reason::Rate };
-        Verdict { allowed, reason, remaining, retry_after_ms: retry, reset_after_ms: 0, next_token_ms: next }
+        Verdict {
+            allowed,
+            reason,
+            remaining,
+            retry_after_ms: retry,
+            reset_after_ms: 0,
+            next_token_ms: next,
+        }
     }
 
     #[test]

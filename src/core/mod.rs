@@ -3,8 +3,8 @@
 //! is tested by `cargo test --no-default-features`, and a second storage backend reuses it.
 
 pub mod bucket;
-pub mod decision;
 pub mod config;
+pub mod decision;
 pub mod headers;
 pub mod lease;
 pub mod subject;

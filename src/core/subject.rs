@@ -21,14 +21,19 @@ pub type Pseudonym = [u8; 16];
 /// A scope is 1 to 64 characters of `[A-Za-z0-9_.:-]`: it appears in response headers.
 pub fn valid_scope(scope: &[u8]) -> bool {
     (1..=MAX_SCOPE_LEN).contains(&scope.len())
-        && scope.iter().all(|c| c.is_ascii_alphanumeric() || b"_.:-".contains(c))
+        && scope
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"_.:-".contains(c))
 }
 
 /// A subject that parses whole as an IP address is rewritten canonically: IPv4-mapped IPv6 as
 /// dotted IPv4, other IPv6 cut to its first `ipv6_prefix` bits in RFC 5952 form. Anything
 /// else is kept byte for byte.
 pub fn normalise(subject: &[u8], ipv6_prefix: u8) -> Cow<'_, [u8]> {
-    let Some(addr) = std::str::from_utf8(subject).ok().and_then(|s| s.parse::<IpAddr>().ok()) else {
+    let Some(addr) = std::str::from_utf8(subject)
+        .ok()
+        .and_then(|s| s.parse::<IpAddr>().ok())
+    else {
         return Cow::Borrowed(subject);
     };
     let canonical = match addr {
@@ -111,7 +116,10 @@ mod tests {
 
     #[test]
     fn two_addresses_in_one_slash_64_share_a_subject() {
-        assert_eq!(norm("2001:db8:1:2::1", 64), norm("2001:db8:1:2:ffff::9", 64));
+        assert_eq!(
+            norm("2001:db8:1:2::1", 64),
+            norm("2001:db8:1:2:ffff::9", 64)
+        );
         assert_ne!(norm("2001:db8:1:2::1", 64), norm("2001:db8:1:3::1", 64));
     }
 
@@ -119,7 +127,10 @@ mod tests {
     fn a_reused_keyed_state_gives_the_same_pseudonyms() {
         let p = Pseudonymizer::new(&[9u8; 32]);
         for (scope, subject) in [(&b"a"[..], &b"x"[..]), (b"login", b"1.2.3.4"), (b"a", b"x")] {
-            assert_eq!(p.pseudonym(scope, subject), pseudonym(&[9u8; 32], scope, subject));
+            assert_eq!(
+                p.pseudonym(scope, subject),
+                pseudonym(&[9u8; 32], scope, subject)
+            );
         }
     }
 
@@ -138,7 +149,10 @@ mod tests {
     #[test]
     fn the_scope_separates_buckets() {
         let key = [7u8; 32];
-        assert_ne!(pseudonym(&key, b"login", b"1.2.3.4"), pseudonym(&key, b"api", b"1.2.3.4"));
+        assert_ne!(
+            pseudonym(&key, b"login", b"1.2.3.4"),
+            pseudonym(&key, b"api", b"1.2.3.4")
+        );
         // The 0x00 separator keeps (scope, subject) pairs from running into each other.
         assert_ne!(pseudonym(&key, b"ab", b"c"), pseudonym(&key, b"a", b"bc"));
     }

@@ -30,12 +30,27 @@ pub struct Param {
     pub default: Option<&'static str>,
 }
 
-pub const fn param(name: &'static str, ty: DataType, nullable: bool, default: Option<&'static str>) -> Param {
-    Param { name, ty, nullable, default }
+pub const fn param(
+    name: &'static str,
+    ty: DataType,
+    nullable: bool,
+    default: Option<&'static str>,
+) -> Param {
+    Param {
+        name,
+        ty,
+        nullable,
+        default,
+    }
 }
 
 /// A function declared from its parameter list.
-pub fn declare(name: &'static str, handler: extern "C" fn(&mut ExecuteData, &mut Zval), params: &[Param], returns: DataType) -> FunctionBuilder<'static> {
+pub fn declare(
+    name: &'static str,
+    handler: extern "C" fn(&mut ExecuteData, &mut Zval),
+    params: &[Param],
+    returns: DataType,
+) -> FunctionBuilder<'static> {
     let mut b = FunctionBuilder::new(name, handler);
     for p in params {
         let mut a = Arg::new(p.name, p.ty);
@@ -60,17 +75,31 @@ pub struct Call {
 
 impl Call {
     /// Reads the arguments; a wrong count has already thrown PHP's `ArgumentCountError`.
-    pub fn new(ex: &mut ExecuteData, func: &'static str, params: &'static [Param]) -> Result<Self, Error> {
+    pub fn new(
+        ex: &mut ExecuteData,
+        func: &'static str,
+        params: &'static [Param],
+    ) -> Result<Self, Error> {
         let mut args: Vec<Arg<'_>> = params.iter().map(|p| Arg::new(p.name, p.ty)).collect();
         let required = params.iter().filter(|p| p.default.is_none()).count();
         let mut parser = ex.parser();
         for a in args.iter_mut() {
             parser = parser.arg(a);
         }
-        parser.required_args(required).parse().map_err(|_| Error::AlreadyThrown)?;
+        parser
+            .required_args(required)
+            .parse()
+            .map_err(|_| Error::AlreadyThrown)?;
         // The zvals live in the call frame, which outlives this call of the handler.
-        let zvals = args.iter_mut().map(|a| a.zval().map(|z| &mut **z as *mut Zval)).collect();
-        Ok(Self { func, params, zvals })
+        let zvals = args
+            .iter_mut()
+            .map(|a| a.zval().map(|z| &mut **z as *mut Zval))
+            .collect();
+        Ok(Self {
+            func,
+            params,
+            zvals,
+        })
     }
 
     fn zval(&self, i: usize) -> Option<*mut Zval> {
@@ -84,7 +113,12 @@ impl Call {
 
     /// `Argument #N ($name) ` with the function prefix, as PHP writes it.
     pub fn prefix(&self, i: usize) -> String {
-        format!("{}(): Argument #{} (${})", self.func, i + 1, self.params[i].name)
+        format!(
+            "{}(): Argument #{} (${})",
+            self.func,
+            i + 1,
+            self.params[i].name
+        )
     }
 
     pub fn value_error(&self, i: usize, what: &str) -> Error {
@@ -104,27 +138,46 @@ impl Call {
     pub fn type_error_text(&self, i: usize, expected: &str) -> Error {
         // SAFETY: a valid zval; zend_zval_type_name returns a static or class-name string.
         let given = self.zval(i).map_or("null".into(), |z| unsafe {
-            std::ffi::CStr::from_ptr(zend_zval_type_name(z.cast())).to_string_lossy().into_owned()
+            std::ffi::CStr::from_ptr(zend_zval_type_name(z.cast()))
+                .to_string_lossy()
+                .into_owned()
         });
-        Error::Type(format!("{} must be of type {expected}, {given} given", self.prefix(i)))
+        Error::Type(format!(
+            "{} must be of type {expected}, {given} given",
+            self.prefix(i)
+        ))
     }
 
     /// A string parameter, coerced as PHP coerces.
     pub fn string(&self, i: usize) -> Result<Vec<u8>, Error> {
         let Some(z) = self.zval(i) else {
-            return Ok(self.params[i].default.unwrap_or("").trim_matches('"').as_bytes().to_vec());
+            return Ok(self.params[i]
+                .default
+                .unwrap_or("")
+                .trim_matches('"')
+                .as_bytes()
+                .to_vec());
         };
         // SAFETY: valid zval of this call; the slow path converts it in place on success.
         unsafe {
             if !(*z).is_string() {
                 let mut s: *mut zend_string = std::ptr::null_mut();
                 if !zend_parse_arg_str_slow(z.cast(), &mut s, i as u32 + 1) {
-                    return Err(self.type_error(i, expected(ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_STRING, false)));
+                    return Err(self.type_error(
+                        i,
+                        expected(
+                            ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_STRING,
+                            false,
+                        ),
+                    ));
                 }
                 let s = s.cast::<ext_php_rs::types::ZendStr>().as_ref();
                 return s.map(|s| s.as_bytes().to_vec()).ok_or(Error::AlreadyThrown);
             }
-            Ok((*z).zend_str().map(|s| s.as_bytes().to_vec()).unwrap_or_default())
+            Ok((*z)
+                .zend_str()
+                .map(|s| s.as_bytes().to_vec())
+                .unwrap_or_default())
         }
     }
 
@@ -144,7 +197,13 @@ impl Call {
             }
             let mut v: zend_long = 0;
             if !zend_parse_arg_long_slow(z.cast(), &mut v, i as u32 + 1) {
-                return Err(self.type_error(i, expected(ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_LONG, nullable)));
+                return Err(self.type_error(
+                    i,
+                    expected(
+                        ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_LONG,
+                        nullable,
+                    ),
+                ));
             }
             Ok(Some(v))
         }
@@ -153,7 +212,9 @@ impl Call {
     /// A `?float` parameter.
     pub fn double(&self, i: usize) -> Result<Option<f64>, Error> {
         let nullable = self.params[i].nullable;
-        let Some(z) = self.zval(i) else { return Ok(None) };
+        let Some(z) = self.zval(i) else {
+            return Ok(None);
+        };
         if nullable && self.is_null(i) {
             return Ok(None);
         }
@@ -164,7 +225,13 @@ impl Call {
             }
             let mut v = 0f64;
             if !zend_parse_arg_double_slow(z.cast(), &mut v, i as u32 + 1) {
-                return Err(self.type_error(i, expected(ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_DOUBLE, nullable)));
+                return Err(self.type_error(
+                    i,
+                    expected(
+                        ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_DOUBLE,
+                        nullable,
+                    ),
+                ));
             }
             Ok(Some(v))
         }
@@ -185,7 +252,9 @@ impl Call {
             if !zend_parse_arg_str_slow(z.cast(), &mut s, i as u32 + 1) {
                 return None;
             }
-            s.cast::<ext_php_rs::types::ZendStr>().as_ref().map(|s| s.as_bytes().to_vec())
+            s.cast::<ext_php_rs::types::ZendStr>()
+                .as_ref()
+                .map(|s| s.as_bytes().to_vec())
         }
     }
 }

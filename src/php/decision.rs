@@ -23,7 +23,13 @@ pub struct Decision {
 
 impl Decision {
     pub fn new(verdict: Verdict, policy: &Policy, scope: String, lease: Option<LeaseId>) -> Self {
-        Self { verdict, limit: policy.limit(), per_ms: policy.per_ms(), lease, scope }
+        Self {
+            verdict,
+            limit: policy.limit(),
+            per_ms: policy.per_ms(),
+            lease,
+            scope,
+        }
     }
 
     pub fn lease_id(&self) -> Option<LeaseId> {

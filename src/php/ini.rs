@@ -67,7 +67,9 @@ unsafe extern "C" fn on_modify(
     // A panic must not unwind into PHP: treat it as a refusal.
     std::panic::catch_unwind(|| {
         // SAFETY: PHP passes the entry being modified; its name is a valid zend_string.
-        let name = unsafe { entry.as_ref() }.and_then(|e| zstr(e.name)).unwrap_or_default();
+        let name = unsafe { entry.as_ref() }
+            .and_then(|e| zstr(e.name))
+            .unwrap_or_default();
         let value = zstr(new_value).unwrap_or_default();
         let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
         let mut config = guard.as_deref().cloned().unwrap_or_default();
@@ -77,7 +79,10 @@ unsafe extern "C" fn on_modify(
                 0
             }
             Err(why) => {
-                warn(&format!("Invalid value {value:?} for {name} ({}); the previous value stays", why.0));
+                warn(&format!(
+                    "Invalid value {value:?} for {name} ({}); the previous value stays",
+                    why.0
+                ));
                 -1
             }
         }
@@ -87,7 +92,16 @@ unsafe extern "C" fn on_modify(
 
 /// A PHP warning (at startup: "PHP Warning: PHP Startup: ...").
 pub fn warn(message: &str) {
-    let Ok(msg) = CString::new(message.replace('\0', "")) else { return };
+    let Ok(msg) = CString::new(message.replace('\0', "")) else {
+        return;
+    };
     // SAFETY: a printf-style call with one "%s" and one NUL-terminated string argument.
-    unsafe { php_error_docref(std::ptr::null(), E_WARNING as i32, c"%s".as_ptr(), msg.as_ptr()) };
+    unsafe {
+        php_error_docref(
+            std::ptr::null(),
+            E_WARNING as i32,
+            c"%s".as_ptr(),
+            msg.as_ptr(),
+        )
+    };
 }

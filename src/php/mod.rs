@@ -62,7 +62,9 @@ fn guarded(retval: &mut Zval, body: impl FnOnce() -> Result<Zval, Error>) {
 }
 
 fn to_zval(value: impl IntoZval) -> Result<Zval, Error> {
-    value.into_zval(false).map_err(|e| Error::Internal(e.to_string()))
+    value
+        .into_zval(false)
+        .map_err(|e| Error::Internal(e.to_string()))
 }
 
 fn subject_arg(call: &Call, i: usize) -> Result<Vec<u8>, Error> {
@@ -85,7 +87,11 @@ fn scope_arg(call: &Call, i: usize) -> Result<String, Error> {
 }
 
 /// `$limit` and `$per` at positions `i` and `i + 1`, null taking the php.ini defaults.
-fn policy_args(call: &Call, i: usize, config: &crate::core::config::Config) -> Result<Policy, Error> {
+fn policy_args(
+    call: &Call,
+    i: usize,
+    config: &crate::core::config::Config,
+) -> Result<Policy, Error> {
     let limit = match call.long(i)? {
         None => config.limit,
         Some(l) if l < 1 => return Err(call.value_error(i, "must be greater than 0")),
@@ -97,8 +103,12 @@ fn policy_args(call: &Call, i: usize, config: &crate::core::config::Config) -> R
     let per_ms = match call.double(i + 1)? {
         None => config.per_ms,
         Some(p) if !p.is_finite() => return Err(call.value_error(i + 1, "must be a finite number")),
-        Some(p) if p < 0.001 => return Err(call.value_error(i + 1, "must be greater than or equal to 0.001")),
-        Some(p) if p > 1e9 => return Err(call.value_error(i + 1, "must be less than or equal to 1000000000")),
+        Some(p) if p < 0.001 => {
+            return Err(call.value_error(i + 1, "must be greater than or equal to 0.001"))
+        }
+        Some(p) if p > 1e9 => {
+            return Err(call.value_error(i + 1, "must be less than or equal to 1000000000"))
+        }
         Some(p) => Policy::per_ms_from_seconds(p).expect("bounds checked above"),
     };
     Policy::new(limit, per_ms).map_err(|e| Error::Internal(format!("{e:?}")))
@@ -116,25 +126,38 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
         let policy = policy_args(&call, 1, &config)?;
         let max_inflight = match call.long(3)? {
             None => config.inflight,
-            Some(n) if n < 0 => return Err(call.value_error(3, "must be greater than or equal to 0")),
+            Some(n) if n < 0 => {
+                return Err(call.value_error(3, "must be greater than or equal to 0"))
+            }
             Some(n) => n as u64,
         };
         let scope = scope_arg(&call, 4)?;
         let cost = match call.long(5)?.unwrap_or(1) {
             c if c < 1 => return Err(call.value_error(5, "must be greater than 0")),
             c if c as u64 > policy.limit() => {
-                return Err(call.value_error(5, "must be less than or equal to argument #2 ($limit)"))
+                return Err(
+                    call.value_error(5, "must be less than or equal to argument #2 ($limit)")
+                )
             }
             c => c as u64,
         };
-        let ask = Ask { policy, cost, max_inflight };
+        let ask = Ask {
+            policy,
+            cost,
+            max_inflight,
+        };
         let result = worker::with(&config, |w| {
             let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
-            w.store.acquire(&key, &ask, config.lease_ttl_ms, &now_ms).map_err(Error::Store)
+            w.store
+                .acquire(&key, &ask, config.lease_ttl_ms, &now_ms)
+                .map_err(Error::Store)
         });
         let mut acquired = match result {
             Ok(a) => a,
-            Err(Error::Store(StoreError::Busy)) => Acquired { verdict: Verdict::unavailable(false), lease: None },
+            Err(Error::Store(StoreError::Busy)) => Acquired {
+                verdict: Verdict::unavailable(false),
+                lease: None,
+            },
             Err(e) => return Err(e),
         };
         if acquired.verdict.reason == Reason::Unavailable {
@@ -144,13 +167,20 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
         if let Some(id) = acquired.lease {
             worker::remember_lease(id);
         }
-        to_zval(Decision::new(acquired.verdict, &policy, scope, acquired.lease))
+        to_zval(Decision::new(
+            acquired.verdict,
+            &policy,
+            scope,
+            acquired.lease,
+        ))
     })
 }
 
 /// The lease named by `ratelimit_release()`'s argument: a Decision's, or a string's.
 fn lease_arg(call: &Call) -> Result<Option<LeaseId>, Error> {
-    let z = call.raw(0).ok_or_else(|| Error::Internal("missing argument".into()))?;
+    let z = call
+        .raw(0)
+        .ok_or_else(|| Error::Internal("missing argument".into()))?;
     let text = if let Some(obj) = z.object() {
         let Some(d) = <&ext_php_rs::types::ZendClassObject<Decision> as ext_php_rs::convert::FromZendObject>::from_zend_object(obj).ok() else {
             return Err(call.type_error_text(0, "RateLimit\\Decision|string"));
@@ -159,19 +189,24 @@ fn lease_arg(call: &Call) -> Result<Option<LeaseId>, Error> {
     } else if let Some(s) = z.zend_str() {
         s.as_bytes().to_vec()
     } else {
-        call.string_weak(0).ok_or_else(|| call.type_error_text(0, "RateLimit\\Decision|string"))?
+        call.string_weak(0)
+            .ok_or_else(|| call.type_error_text(0, "RateLimit\\Decision|string"))?
     };
-    LeaseId::parse(&text)
-        .map(Some)
-        .ok_or_else(|| call.value_error(0, "must be a lease of 32 lowercase hexadecimal characters"))
+    LeaseId::parse(&text).map(Some).ok_or_else(|| {
+        call.value_error(0, "must be a lease of 32 lowercase hexadecimal characters")
+    })
 }
 
 extern "C" fn ratelimit_release(ex: &mut ExecuteData, retval: &mut Zval) {
     guarded(retval, || {
         let call = Call::new(ex, "ratelimit_release", &RELEASE)?;
-        let Some(id) = lease_arg(&call)? else { return to_zval(false) };
+        let Some(id) = lease_arg(&call)? else {
+            return to_zval(false);
+        };
         let config = ini::config();
-        match worker::with(&config, |w| w.store.release(&[id], &now_ms).map_err(Error::Store)) {
+        match worker::with(&config, |w| {
+            w.store.release(&[id], &now_ms).map_err(Error::Store)
+        }) {
             Ok(freed) => {
                 worker::forget_lease(&id);
                 to_zval(freed > 0)
@@ -224,7 +259,9 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
         let mut table = ZendHashTable::new();
         let gauges = [("entries", s.entries), ("live_leases", s.live_leases)];
         for (name, value) in s.counters.named().into_iter().chain(gauges) {
-            table.insert(name, value as i64).map_err(|e| Error::Internal(e.to_string()))?;
+            table
+                .insert(name, value as i64)
+                .map_err(|e| Error::Internal(e.to_string()))?;
         }
         to_zval(table)
     })
@@ -237,7 +274,9 @@ unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
         let leases = worker::take_request_leases();
         if !leases.is_empty() {
             let config = ini::config();
-            let _ = worker::with(&config, |w| w.store.release(&leases, &now_ms).map_err(Error::Store));
+            let _ = worker::with(&config, |w| {
+                w.store.release(&leases, &now_ms).map_err(Error::Store)
+            });
         }
     });
     0
@@ -272,11 +311,22 @@ fn widen_release_arg_to_string() {
     // SAFETY: during module startup, single-threaded; the function was registered just before
     // this callback with one argument, whose info PHP owns for the life of the process.
     unsafe {
-        let Some(globals) = ext_php_rs::ffi::ext_php_rs_compiler_globals().as_ref() else { return };
-        let Some(table) = globals.function_table.as_ref() else { return };
+        let Some(globals) = ext_php_rs::ffi::ext_php_rs_compiler_globals().as_ref() else {
+            return;
+        };
+        let Some(table) = globals.function_table.as_ref() else {
+            return;
+        };
         let found = ext_php_rs::ffi::zend_hash_str_find(table, name.as_ptr().cast(), name.len());
         let Some(zv) = found.as_ref() else { return };
-        let Some(f) = zv.value.ptr.cast::<ext_php_rs::ffi::zend_function>().as_mut() else { return };
+        let Some(f) = zv
+            .value
+            .ptr
+            .cast::<ext_php_rs::ffi::zend_function>()
+            .as_mut()
+        else {
+            return;
+        };
         if let Some(arg) = f.common.arg_info.as_mut() {
             arg.type_.type_mask |= 1 << ext_php_rs::ffi::IS_STRING;
         }
@@ -290,7 +340,9 @@ fn startup(_ty: i32, module_number: i32) -> i32 {
         match register_exception_class() {
             Ok(()) => 0,
             Err(e) => {
-                ini::warn(&format!("ratelimit: cannot register RateLimit\\Exception: {e}"));
+                ini::warn(&format!(
+                    "ratelimit: cannot register RateLimit\\Exception: {e}"
+                ));
                 -1
             }
         }
@@ -319,11 +371,31 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
     let obj = DataType::object(DECISION);
     module
         .class::<Decision>()
-        .function(declare("ratelimit_acquire", ratelimit_acquire, &ACQUIRE, obj))
-        .function(declare("ratelimit_release", ratelimit_release, &RELEASE, DataType::Bool))
+        .function(declare(
+            "ratelimit_acquire",
+            ratelimit_acquire,
+            &ACQUIRE,
+            obj,
+        ))
+        .function(declare(
+            "ratelimit_release",
+            ratelimit_release,
+            &RELEASE,
+            DataType::Bool,
+        ))
         .function(declare("ratelimit_peek", ratelimit_peek, &PEEK, obj))
-        .function(declare("ratelimit_reset", ratelimit_reset, &RESET, DataType::Bool))
-        .function(declare("ratelimit_stats", ratelimit_stats, &[], DataType::Array))
+        .function(declare(
+            "ratelimit_reset",
+            ratelimit_reset,
+            &RESET,
+            DataType::Bool,
+        ))
+        .function(declare(
+            "ratelimit_stats",
+            ratelimit_stats,
+            &[],
+            DataType::Array,
+        ))
         .request_shutdown_function(request_shutdown)
         .info_function(info)
 }

@@ -35,7 +35,10 @@ pub fn temp_dir() -> PathBuf {
 
 /// Runs `f` with this process's worker, opening it first if needed: on first use, after a
 /// fork, or when the configuration changed (an FPM pool's `php_admin_value`).
-pub fn with<T>(config: &Arc<Config>, f: impl FnOnce(&mut Worker) -> Result<T, Error>) -> Result<T, Error> {
+pub fn with<T>(
+    config: &Arc<Config>,
+    f: impl FnOnce(&mut Worker) -> Result<T, Error>,
+) -> Result<T, Error> {
     WORKER.with(|cell| {
         let mut slot = cell.borrow_mut();
         let stale = slot
@@ -56,7 +59,12 @@ pub fn with<T>(config: &Arc<Config>, f: impl FnOnce(&mut Worker) -> Result<T, Er
             let store = SqliteStore::open(&db_path, config.busy_timeout_ms, config.max_entries)
                 .map_err(Error::Store)?;
             let pseudonymizer = Pseudonymizer::new(&key);
-            *slot = Some(Worker { pid: std::process::id(), config: Arc::clone(config), pseudonymizer, store });
+            *slot = Some(Worker {
+                pid: std::process::id(),
+                config: Arc::clone(config),
+                pseudonymizer,
+                store,
+            });
         }
         f(slot.as_mut().expect("opened above"))
     })
@@ -83,7 +91,11 @@ pub fn forget_lease(id: &LeaseId) {
 pub fn take_request_leases() -> Vec<LeaseId> {
     REQUEST_LEASES.with(|l| {
         let (pid, leases) = std::mem::take(&mut *l.borrow_mut());
-        if pid == std::process::id() { leases } else { Vec::new() }
+        if pid == std::process::id() {
+            leases
+        } else {
+            Vec::new()
+        }
     })
 }
 

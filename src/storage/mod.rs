@@ -71,11 +71,20 @@ pub enum StoreError {
     /// Still locked by another writer after the busy timeout.
     Busy,
     /// The database could not be opened or created.
-    Open { path: PathBuf, source: rusqlite::Error },
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     /// The file is not a database, or is damaged.
-    Corrupt { path: PathBuf, source: rusqlite::Error },
+    Corrupt {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     /// Any other SQLite failure (disk full, read-only file, I/O error).
-    Sqlite { path: PathBuf, source: rusqlite::Error },
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     /// The operating system gave no random bytes for a lease name.
     Random(String),
 }
@@ -85,10 +94,18 @@ impl fmt::Display for StoreError {
         match self {
             StoreError::Busy => write!(f, "ratelimit: the database is busy"),
             StoreError::Open { path, source } => {
-                write!(f, "ratelimit: cannot open database {}: {source}", path.display())
+                write!(
+                    f,
+                    "ratelimit: cannot open database {}: {source}",
+                    path.display()
+                )
             }
             StoreError::Corrupt { path, source } => {
-                write!(f, "ratelimit: database {} is corrupt or not a database: {source}", path.display())
+                write!(
+                    f,
+                    "ratelimit: database {} is corrupt or not a database: {source}",
+                    path.display()
+                )
             }
             StoreError::Sqlite { path, source } => {
                 write!(f, "ratelimit: database {}: {source}", path.display())
@@ -109,12 +126,21 @@ pub type Clock<'a> = &'a dyn Fn() -> i64;
 pub trait Store {
     /// Expire leases, refill, check, take (tokens and, if asked, a slot), in one atomic step.
     /// A `Busy` error is counted as `unavailable` by the store itself (written later).
-    fn acquire(&mut self, key: &Pseudonym, ask: &Ask, lease_ttl_ms: u64, clock: Clock<'_>)
-        -> Result<Acquired, StoreError>;
+    fn acquire(
+        &mut self,
+        key: &Pseudonym,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        clock: Clock<'_>,
+    ) -> Result<Acquired, StoreError>;
 
     /// What a call of cost 1 would get now; writes nothing.
-    fn peek(&mut self, key: &Pseudonym, policy: &crate::core::bucket::Policy, clock: Clock<'_>)
-        -> Result<Verdict, StoreError>;
+    fn peek(
+        &mut self,
+        key: &Pseudonym,
+        policy: &crate::core::bucket::Policy,
+        clock: Clock<'_>,
+    ) -> Result<Verdict, StoreError>;
 
     /// Frees the given leases; returns how many were live.
     fn release(&mut self, leases: &[LeaseId], clock: Clock<'_>) -> Result<u64, StoreError>;
