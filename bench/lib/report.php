@@ -330,12 +330,13 @@ foreach ($names as $p) {
 }
 $colors = ['floor' => '#000000', 'pdo-delete' => '#8c564b', 'pdo-wal' => '#1f77b4', 'symfony' => '#9467bd',
     'apcu' => '#2ca02c', 'static' => '#7f7f7f', 'ratelimit' => '#d62728'];
+$flc = res('contend-same-floor');
 $vars = [
     'dir' => $dir, 'out' => $outPng, 'peers' => implode(' ', $names),
     'labels1' => implode(' ', $labels[0]), 'labels2' => implode(' ', $labels[1]),
     'colors' => implode(' ', array_map(fn ($p) => $colors[$p], $names)),
     't1' => sprintf('one process, %s decisions over %s subjects', num($s['n'] ?? 0), num($s['subjects'] ?? 0)),
-    't2' => sprintf('%d processes on one subject, %.0f s (2 cores)', $flc['procs'] ?? 8, $flc['elapsed'] ?? 0),
+    't2' => sprintf('%d processes on one subject, %.0f s (%s cores)', $flc['procs'] ?? 8, $flc['elapsed'] ?? 0, sh('nproc')),
     'subtitle' => "ratelimit benchmark, {$meta['date']}, " . sh('nproc') . " cores, $cpu",
 ];
 $args = ['gnuplot'];
