@@ -49,7 +49,7 @@ c2 resetAfter 0.500
 c3 resetAfter 0.125 "default";q=4;w=1
 c4: "default";q=1;w=1000
 int subject remaining=1; as string: 1
-c5: remaining=6 lease=32 scope='123'
+c5: remaining=6 lease=97 scope='123'
 bool(true)
 c6: limit=5 remaining=3
 c7: limit=1

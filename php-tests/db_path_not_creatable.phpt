@@ -18,7 +18,7 @@ $calls = [
     'acquire' => fn() => ratelimit_acquire('Private-Subject-1', 5, 60),
     'peek' => fn() => ratelimit_peek('Private-Subject-1', 5, 60),
     'reset' => fn() => ratelimit_reset('Private-Subject-1'),
-    'release' => fn() => ratelimit_release(str_repeat('a', 32)),
+    'release' => fn() => ratelimit_release('1' . str_repeat('a', 96)),
     'stats' => fn() => ratelimit_stats(),
 ];
 foreach ($calls as $name => $fn) {

@@ -17,7 +17,7 @@ function show(RateLimit\Decision $d): void {
 echo "allowed with lease:\n";
 $a = ratelimit_acquire('fields', 2, 10, 1, 'api');
 show($a);
-var_dump(preg_match('/^[0-9a-f]{32}$/', $a->lease), $a->scope, $a->reason);
+var_dump(preg_match('/^1[0-9a-f]{96}$/', $a->lease), $a->scope, $a->reason);
 
 echo "denied (inflight):\n";
 $b = ratelimit_acquire('fields', 2, 10, 1, 'api');

@@ -1,5 +1,5 @@
 --TEST--
-ratelimit_release(): ValueError for a string that is not 32 lowercase hexadecimal characters
+ratelimit_release(): ValueError for a string that is not a lease token (version 1: "1" and 96 lowercase hexadecimal characters)
 --EXTENSIONS--
 ratelimit
 --INI--
@@ -12,15 +12,17 @@ rl_test_dir();
 $bad = [
     '',
     'abc',
-    str_repeat('a', 31),
-    str_repeat('a', 33),
-    str_repeat('A', 32),
-    str_repeat('0', 31) . 'g',
-    str_repeat('0', 31) . ' ',
-    ' ' . str_repeat('0', 31),
-    str_repeat('0', 31) . "\0",
-    str_repeat('0', 32) . "\n",
-    '0x' . str_repeat('0', 30),
+    str_repeat('a', 32),              // a bare lease id, without the bucket
+    '1' . str_repeat('a', 95),
+    '1' . str_repeat('a', 97),
+    '1' . str_repeat('A', 96),
+    '2' . str_repeat('a', 96),        // a version this build does not know
+    '1' . str_repeat('0', 95) . 'g',
+    '1' . str_repeat('0', 95) . ' ',
+    ' 1' . str_repeat('0', 95),
+    '1' . str_repeat('0', 95) . "\0",
+    '1' . str_repeat('0', 96) . "\n",
+    '0x' . str_repeat('0', 95),
 ];
 foreach ($bad as $b) {
     rl_throws(fn() => ratelimit_release($b));
@@ -28,7 +30,7 @@ foreach ($bad as $b) {
 // An int is coerced to a string in non-strict mode, then refused the same way.
 rl_throws(fn() => ratelimit_release(12345));
 // A well-formed lease that does not exist is not an error.
-var_dump(ratelimit_release(str_repeat('0', 32)), ratelimit_release('0123456789abcdef0123456789abcdef'));
+var_dump(ratelimit_release('1' . str_repeat('0', 96)), ratelimit_release('1' . str_repeat('0123456789abcdef', 6)));
 ?>
 --CLEAN--
 <?php
@@ -36,17 +38,19 @@ require __DIR__ . '/_helpers.inc';
 rl_clean('errors_release_values');
 ?>
 --EXPECT--
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
-ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease of 32 lowercase hexadecimal characters
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
+ValueError: ratelimit_release(): Argument #1 ($lease) must be a lease returned by ratelimit_acquire()
 bool(false)
 bool(false)

@@ -32,10 +32,10 @@ require __DIR__ . '/_helpers.inc';
 rl_clean('ini_values_used');
 ?>
 --EXPECT--
-limit=7 remaining=6 lease=32 "default";q=7;w=14
+limit=7 remaining=6 lease=97 "default";q=7;w=14
 resetAfter 2.000
 second: inflight
 inflight 0: true lease=NULL
-y: limit=3 "default";q=3;w=14 lease=32
+y: limit=3 "default";q=3;w=14 lease=97
 peek: limit=7 remaining=7 "default";q=7;w=14
 peek: "default";q=7;w=28

@@ -32,7 +32,7 @@ rl_clean('named_arguments');
 1: limit=5 remaining=4 "default";q=5;w=60
 2: limit=4 remaining=2 scope=default "default";q=4;w=60
 3: limit=60 remaining=59 scope=api
-4: lease=32 "default";q=60;w=30
+4: lease=97 "default";q=60;w=30
 peek: 2
 peek: 4
 bool(true)

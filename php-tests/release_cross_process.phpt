@@ -12,7 +12,7 @@ rl_test_dir();
 [$proc, $pipes] = rl_spawn([], '$d = ratelimit_acquire("cross", 10, 60, 1); echo $d->lease, "\n"; fflush(STDOUT);'
     . 'fgets(STDIN); echo "child sees live_leases=", ratelimit_stats()["live_leases"], "\n";');
 $lease = rl_read_line($pipes[1], 10);
-echo "lease from child: ", preg_match('/^[0-9a-f]{32}$/', (string)$lease) ? 'ok' : var_export($lease, true), "\n";
+echo "lease from child: ", preg_match('/^1[0-9a-f]{96}$/', (string)$lease) ? 'ok' : var_export($lease, true), "\n";
 var_dump(ratelimit_release($lease), ratelimit_release($lease));
 $mine = ratelimit_acquire('cross', 10, 60, 1);
 echo "slot taken here: $mine->reason\n";

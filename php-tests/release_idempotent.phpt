@@ -10,7 +10,7 @@ require __DIR__ . '/_helpers.inc';
 rl_test_dir();
 
 $d1 = ratelimit_acquire('w', 10, 60, 1);
-var_dump($d1->allowed, preg_match('/^[0-9a-f]{32}$/', $d1->lease));
+var_dump($d1->allowed, preg_match('/^1[0-9a-f]{96}$/', $d1->lease));
 $d2 = ratelimit_acquire('w', 10, 60, 1);
 echo "second: $d2->reason lease=", var_export($d2->lease, true), "\n";
 echo "release(Decision): ", var_export(ratelimit_release($d1), true), "\n";
@@ -26,7 +26,7 @@ echo "-- decisions without a lease\n";
 var_dump(ratelimit_release(ratelimit_acquire('nolease', 10, 60)));
 var_dump(ratelimit_release($d2));
 var_dump(ratelimit_release(ratelimit_peek('w', 10, 60)));
-var_dump(ratelimit_release(str_repeat('f', 32)));
+var_dump(ratelimit_release('1' . str_repeat('f', 96)));
 
 echo "-- many leases are distinct\n";
 $leases = [];

@@ -1,11 +1,13 @@
 //! ratelimit: host-wide rate limits for PHP-FPM workers, kept in one shared SQLite file.
 //!
 //! Layers, from the inside out: [`core`] (pure arithmetic and rules, time passed in),
-//! [`storage`] (a [`storage::Store`] trait and its SQLite implementation), [`keyfile`] (the
-//! shared HMAC key) and, behind the default `php` feature, the PHP glue.
+//! [`storage`] (the [`storage::Store`] trait and its SQLite implementation), [`limiter`] (what
+//! every backend shares: keys, the policy for faults, the request's leases), [`keyfile`] (the
+//! shared HMAC key) and, behind the default `php` feature, the thin PHP glue.
 
 pub mod core;
 pub mod keyfile;
+pub mod limiter;
 pub mod storage;
 
 #[cfg(feature = "php")]

@@ -71,10 +71,15 @@ namespace RateLimit {
         public readonly float $resetAfter;
 
         /**
-         * The lease taken by an allowed call with `$inflight > 0`: 32 lowercase hexadecimal
-         * characters (128 random bits). Null otherwise (also when allowed by fail_open). Give it
-         * (or this Decision) to ratelimit_release(); it also ends at the end of the request and
-         * ratelimit.lease_ttl seconds after it was taken.
+         * The lease taken by an allowed call with `$inflight > 0`, as an opaque token that any
+         * process (of any host sharing the store) can release. Null otherwise (also when allowed
+         * by fail_open). Give it (or this Decision) to ratelimit_release(); it also ends at the
+         * end of the request and ratelimit.lease_ttl seconds after it was taken.
+         *
+         * Format, versioned: a version character, then lowercase hexadecimal. Version "1" (97
+         * characters): "1", the lease's 128 random bits, then the pseudonyms of its bucket and of
+         * its subject (never the subject itself). Treat it as opaque: a later version may be
+         * longer; store it as a string of up to 255 bytes.
          */
         public readonly ?string $lease;
 
@@ -143,10 +148,9 @@ namespace {
      * Ends a lease before its request ends. Idempotent: true only when this call freed a live slot;
      * false for a lease already released or expired, unknown, or a Decision without a lease.
      *
-     * @param \RateLimit\Decision|string $lease a Decision, or its `lease` string (32 lowercase
-     *                                          hexadecimal characters)
+     * @param \RateLimit\Decision|string $lease a Decision, or its `lease` token
      *
-     * @throws \ValueError          a string that is not 32 lowercase hexadecimal characters
+     * @throws \ValueError          a string that is not a lease token of a version this build knows
      * @throws \TypeError           neither a Decision nor a string
      * @throws \RateLimit\Exception key file missing or too short, database not creatable or corrupt
      */

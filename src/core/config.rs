@@ -2,57 +2,120 @@
 //! parse is refused (the PHP glue warns, naming the directive) and the previous value stays.
 
 use super::bucket::{Policy, MAX_LIMIT};
+use std::ffi::CStr;
 use std::path::PathBuf;
-
-/// Every directive with its default, in the order phpinfo() shows them.
-pub const DIRECTIVES: [(&str, &str); 10] = [
-    ("ratelimit.db_path", ""),
-    ("ratelimit.key_file", ""),
-    ("ratelimit.limit", "60"),
-    ("ratelimit.per", "60"),
-    ("ratelimit.inflight", "0"),
-    ("ratelimit.lease_ttl", "60"),
-    ("ratelimit.busy_timeout_ms", "100"),
-    ("ratelimit.max_entries", "100000"),
-    ("ratelimit.ipv6_prefix", "64"),
-    ("ratelimit.fail_open", "0"),
-];
 
 /// The file every worker of the host shares when `ratelimit.db_path` is empty.
 pub const DEFAULT_DB_NAME: &str = "php-ratelimit.sqlite";
 
-#[derive(Debug, Clone, PartialEq)]
+/// One php.ini directive: its name, its default, and how its text sets the configuration.
+/// The PHP glue registers exactly these (see `php/ini.rs`); nothing else lists them.
+pub struct Directive {
+    pub name: &'static CStr,
+    pub default: &'static CStr,
+    pub set: fn(&mut Config, &str) -> Result<(), Invalid>,
+}
+
+const fn directive(
+    name: &'static CStr,
+    default: &'static CStr,
+    set: fn(&mut Config, &str) -> Result<(), Invalid>,
+) -> Directive {
+    Directive { name, default, set }
+}
+
+/// The directives every backend reads.
+pub const SHARED: [Directive; 7] = [
+    directive(c"ratelimit.key_file", c"", |c, v| {
+        c.key_file = v.to_string();
+        Ok(())
+    }),
+    directive(c"ratelimit.limit", c"60", |c, v| {
+        c.limit = int_in(v, 1, MAX_LIMIT, "expected an integer from 1 to 10^12")?;
+        Ok(())
+    }),
+    directive(c"ratelimit.per", c"60", |c, v| {
+        c.per_ms = seconds_ms(
+            v,
+            1,
+            1_000_000_000_000,
+            "expected seconds from 0.001 to 10^9",
+        )?;
+        Ok(())
+    }),
+    directive(c"ratelimit.inflight", c"0", |c, v| {
+        c.inflight = int_in(v, 0, 1_000_000, "expected an integer from 0 to 1000000")?;
+        Ok(())
+    }),
+    directive(c"ratelimit.lease_ttl", c"60", |c, v| {
+        c.lease_ttl_ms = seconds_ms(
+            v,
+            1,
+            31_536_000_000,
+            "expected seconds from 0.001 to 31536000",
+        )?;
+        Ok(())
+    }),
+    directive(c"ratelimit.ipv6_prefix", c"64", |c, v| {
+        c.ipv6_prefix = int_in(v, 0, 128, "expected an integer from 0 to 128")? as u8;
+        Ok(())
+    }),
+    directive(c"ratelimit.fail_open", c"0", |c, v| {
+        c.fail_open = boolean(v)?;
+        Ok(())
+    }),
+];
+
+/// The directives of the SQLite backend.
+pub const SQLITE: [Directive; 3] = [
+    directive(c"ratelimit.db_path", c"", |c, v| {
+        c.sqlite.db_path = v.to_string();
+        Ok(())
+    }),
+    directive(c"ratelimit.busy_timeout_ms", c"100", |c, v| {
+        c.sqlite.busy_timeout_ms = int_in(v, 0, 60_000, "expected milliseconds from 0 to 60000")?;
+        Ok(())
+    }),
+    directive(c"ratelimit.max_entries", c"100000", |c, v| {
+        c.sqlite.max_entries = int_in(v, 1, 1_000_000_000, "expected an integer from 1 to 10^9")?;
+        Ok(())
+    }),
+];
+
+/// Every directive.
+pub fn directives() -> impl Iterator<Item = &'static Directive> {
+    SHARED.iter().chain(SQLITE.iter())
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Config {
-    /// Empty: [`DEFAULT_DB_NAME`] in the system temporary directory.
-    pub db_path: String,
     /// Empty: `<db_path>.key`, created on first use.
     pub key_file: String,
     pub limit: u64,
     pub per_ms: u64,
     pub inflight: u64,
     pub lease_ttl_ms: u64,
-    pub busy_timeout_ms: u64,
-    pub max_entries: u64,
     pub ipv6_prefix: u8,
     pub fail_open: bool,
+    pub sqlite: SqliteConfig,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        let mut c = Self {
-            db_path: String::new(),
-            key_file: String::new(),
-            limit: 0,
-            per_ms: 0,
-            inflight: 0,
-            lease_ttl_ms: 0,
-            busy_timeout_ms: 0,
-            max_entries: 0,
-            ipv6_prefix: 0,
-            fail_open: false,
-        };
-        for (name, value) in DIRECTIVES {
-            c.set(name, value).expect("defaults parse");
+/// What only the SQLite backend reads.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SqliteConfig {
+    /// Empty: [`DEFAULT_DB_NAME`] in the system temporary directory.
+    pub db_path: String,
+    pub busy_timeout_ms: u64,
+    pub max_entries: u64,
+}
+
+impl Config {
+    /// Every directive at its default.
+    pub fn defaults() -> Self {
+        let mut c = Config::default();
+        for d in directives() {
+            let value = d.default.to_str().expect("defaults are ASCII");
+            (d.set)(&mut c, value).expect("defaults parse");
         }
         c
     }
@@ -89,59 +152,18 @@ fn boolean(value: &str) -> Result<bool, Invalid> {
 impl Config {
     /// Sets one directive from its php.ini text. Unknown names are refused too.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), Invalid> {
-        match name {
-            "ratelimit.db_path" => self.db_path = value.to_string(),
-            "ratelimit.key_file" => self.key_file = value.to_string(),
-            "ratelimit.limit" => {
-                self.limit = int_in(value, 1, MAX_LIMIT, "expected an integer from 1 to 10^12")?
-            }
-            "ratelimit.per" => {
-                self.per_ms = seconds_ms(
-                    value,
-                    1,
-                    1_000_000_000_000,
-                    "expected seconds from 0.001 to 10^9",
-                )?
-            }
-            "ratelimit.inflight" => {
-                self.inflight =
-                    int_in(value, 0, 1_000_000, "expected an integer from 0 to 1000000")?
-            }
-            "ratelimit.lease_ttl" => {
-                self.lease_ttl_ms = seconds_ms(
-                    value,
-                    1,
-                    31_536_000_000,
-                    "expected seconds from 0.001 to 31536000",
-                )?
-            }
-            "ratelimit.busy_timeout_ms" => {
-                self.busy_timeout_ms =
-                    int_in(value, 0, 60_000, "expected milliseconds from 0 to 60000")?
-            }
-            "ratelimit.max_entries" => {
-                self.max_entries = int_in(
-                    value,
-                    1,
-                    1_000_000_000,
-                    "expected an integer from 1 to 10^9",
-                )?
-            }
-            "ratelimit.ipv6_prefix" => {
-                self.ipv6_prefix = int_in(value, 0, 128, "expected an integer from 0 to 128")? as u8
-            }
-            "ratelimit.fail_open" => self.fail_open = boolean(value)?,
-            _ => return Err(Invalid("unknown directive")),
-        }
-        Ok(())
+        let d = directives()
+            .find(|d| d.name.to_bytes() == name.as_bytes())
+            .ok_or(Invalid("unknown directive"))?;
+        (d.set)(self, value)
     }
 
     /// The database file, with the default resolved against `temp_dir`.
     pub fn db_path(&self, temp_dir: &std::path::Path) -> PathBuf {
-        if self.db_path.is_empty() {
+        if self.sqlite.db_path.is_empty() {
             temp_dir.join(DEFAULT_DB_NAME)
         } else {
-            PathBuf::from(&self.db_path)
+            PathBuf::from(&self.sqlite.db_path)
         }
     }
 
@@ -164,32 +186,37 @@ mod tests {
 
     #[test]
     fn defaults_are_the_documented_ones() {
-        let c = Config::default();
+        let c = Config::defaults();
         assert_eq!(
             (c.limit, c.per_ms, c.inflight, c.lease_ttl_ms),
             (60, 60_000, 0, 60_000)
         );
         assert_eq!(
-            (c.busy_timeout_ms, c.max_entries, c.ipv6_prefix, c.fail_open),
+            (
+                c.sqlite.busy_timeout_ms,
+                c.sqlite.max_entries,
+                c.ipv6_prefix,
+                c.fail_open
+            ),
             (100, 100_000, 64, false)
         );
     }
 
     #[test]
     fn invalid_values_are_refused_and_the_old_value_stays() {
-        let mut c = Config::default();
+        let mut c = Config::defaults();
         assert!(c.set("ratelimit.limit", "abc").is_err());
         assert!(c.set("ratelimit.limit", "0").is_err());
         assert!(c.set("ratelimit.per", "0").is_err());
         assert!(c.set("ratelimit.per", "NaN").is_err());
         assert!(c.set("ratelimit.ipv6_prefix", "129").is_err());
         assert!(c.set("ratelimit.fail_open", "maybe").is_err());
-        assert_eq!(c, Config::default());
+        assert_eq!(c, Config::defaults());
     }
 
     #[test]
     fn valid_values_are_taken() {
-        let mut c = Config::default();
+        let mut c = Config::defaults();
         c.set("ratelimit.per", "0.5").unwrap();
         c.set("ratelimit.lease_ttl", "2").unwrap();
         c.set("ratelimit.fail_open", "On").unwrap();
@@ -197,8 +224,26 @@ mod tests {
     }
 
     #[test]
+    fn every_directive_is_named_once() {
+        let names: Vec<_> = directives().map(|d| d.name).collect();
+        assert_eq!(names.len(), 10);
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        assert!(names
+            .iter()
+            .all(|n| n.to_bytes().starts_with(b"ratelimit.")));
+    }
+
+    #[test]
+    fn an_unknown_directive_is_refused() {
+        assert!(Config::defaults().set("ratelimit.nope", "1").is_err());
+    }
+
+    #[test]
     fn the_default_key_sits_next_to_the_database() {
-        let mut c = Config::default();
+        let mut c = Config::defaults();
         let tmp = Path::new("/tmp");
         assert_eq!(c.db_path(tmp), Path::new("/tmp/php-ratelimit.sqlite"));
         assert_eq!(

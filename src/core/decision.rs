@@ -252,4 +252,54 @@ mod tests {
         assert!(Verdict::unavailable(true).allowed);
         assert_eq!(Verdict::unavailable(true).reason, Reason::Unavailable);
     }
+
+    /// tests/vectors/decisions.tsv (also run through every store by the conformance suite),
+    /// replayed on the pure core with the leases kept in a list.
+    #[test]
+    fn the_decision_vectors_hold() {
+        use std::collections::HashMap;
+        let mut state: HashMap<&str, (Option<Bucket>, Vec<i64>)> = HashMap::new();
+        let mut steps = 0;
+        for line in include_str!("../../tests/vectors/decisions.tsv").lines() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let f: Vec<&str> = line.split('\t').collect();
+            assert_eq!(f.len(), 13, "{line:?}");
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            let now = 1_700_000_000_000 + f[5].parse::<i64>().unwrap();
+            let a = Ask {
+                policy: Policy::new(n(1), n(2)).unwrap(),
+                cost: n(6),
+                max_inflight: n(3),
+            };
+            let (stored, leases) = state.entry(f[0]).or_default();
+            leases.retain(|&e| super::super::lease::is_live(e, now));
+            let slots = if a.max_inflight > 0 {
+                Slots {
+                    live: leases.len() as u64,
+                    earliest_expiry: leases.iter().min().copied(),
+                }
+            } else {
+                Slots::default()
+            };
+            let d = decide(*stored, &a, slots, now);
+            *stored = Some(d.bucket);
+            if d.verdict.allowed && a.max_inflight > 0 {
+                leases.push(super::super::lease::expiry(now, n(4)));
+            }
+            let v = d.verdict;
+            let got = [
+                u64::from(v.allowed).to_string(),
+                v.reason.as_str().to_string(),
+                v.remaining.to_string(),
+                v.retry_after_ms.to_string(),
+                v.reset_after_ms.to_string(),
+                v.next_token_ms.to_string(),
+            ];
+            assert_eq!(got.as_slice(), &f[7..], "{line:?}");
+            steps += 1;
+        }
+        assert!(steps >= 20, "only {steps} steps read");
+    }
 }

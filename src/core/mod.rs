@@ -4,6 +4,7 @@
 
 pub mod bucket;
 pub mod config;
+pub mod counters;
 pub mod decision;
 pub mod headers;
 pub mod lease;

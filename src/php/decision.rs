@@ -3,7 +3,7 @@
 use crate::core::bucket::Policy;
 use crate::core::decision::Verdict;
 use crate::core::headers;
-use crate::core::lease::LeaseId;
+use crate::core::lease::LeaseToken;
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
@@ -17,12 +17,17 @@ pub struct Decision {
     verdict: Verdict,
     limit: u64,
     per_ms: u64,
-    lease: Option<LeaseId>,
+    lease: Option<LeaseToken>,
     scope: String,
 }
 
 impl Decision {
-    pub fn new(verdict: Verdict, policy: &Policy, scope: String, lease: Option<LeaseId>) -> Self {
+    pub fn new(
+        verdict: Verdict,
+        policy: &Policy,
+        scope: String,
+        lease: Option<LeaseToken>,
+    ) -> Self {
         Self {
             verdict,
             limit: policy.limit(),
@@ -32,7 +37,7 @@ impl Decision {
         }
     }
 
-    pub fn lease_id(&self) -> Option<LeaseId> {
+    pub fn lease(&self) -> Option<LeaseToken> {
         self.lease
     }
 }
@@ -80,6 +85,7 @@ impl Decision {
     }
 
     /// The in-flight lease taken, to give to `ratelimit_release()`; null when none was taken.
+    /// An opaque token (see `LeaseToken`): its length may change between versions.
     #[php(getter)]
     pub fn get_lease(&self) -> Option<String> {
         self.lease.map(|l| l.to_string())

@@ -1,10 +1,11 @@
-//! The `ratelimit.*` directives, registered with PHP and mirrored into a parsed [`Config`].
+//! The `ratelimit.*` directives of `core::config`'s table, registered with PHP and mirrored into
+//! a parsed [`Config`].
 //!
 //! Each directive has an `on_modify` callback, so the parsed value is current however it was
 //! set: php.ini, `-d`, or an FPM pool's `php_admin_value` (applied in each child after fork).
 //! Reading the configuration on the hot path is then a lock and a clone, not an ini scan.
 
-use crate::core::config::{Config, DIRECTIVES};
+use crate::core::config::{Config, Directive, SHARED, SQLITE};
 use ext_php_rs::ffi::{php_error_docref, zend_ini_entry, zend_string, E_WARNING};
 use ext_php_rs::flags::IniEntryPermission;
 use ext_php_rs::types::ZendStr;
@@ -19,32 +20,39 @@ static CONFIG: Mutex<Option<Arc<Config>>> = Mutex::new(None);
 /// The configuration now in force.
 pub fn config() -> Arc<Config> {
     let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-    guard.get_or_insert_with(Arc::default).clone()
+    guard
+        .get_or_insert_with(|| Arc::new(Config::defaults()))
+        .clone()
 }
 
-const fn entry(name: &'static std::ffi::CStr, default: &'static std::ffi::CStr) -> IniEntryDef {
-    let mut e = IniEntryDef::new(name, default, IniEntryPermission::System);
+const fn entry(d: &Directive) -> IniEntryDef {
+    let mut e = IniEntryDef::new(d.name, d.default, IniEntryPermission::System);
     e.on_modify = Some(on_modify);
     e
 }
 
-static ENTRIES: IniEntryDefs<11> = IniEntryDefs::new([
-    entry(c"ratelimit.db_path", c""),
-    entry(c"ratelimit.key_file", c""),
-    entry(c"ratelimit.limit", c"60"),
-    entry(c"ratelimit.per", c"60"),
-    entry(c"ratelimit.inflight", c"0"),
-    entry(c"ratelimit.lease_ttl", c"60"),
-    entry(c"ratelimit.busy_timeout_ms", c"100"),
-    entry(c"ratelimit.max_entries", c"100000"),
-    entry(c"ratelimit.ipv6_prefix", c"64"),
-    entry(c"ratelimit.fail_open", c"0"),
-    IniEntryDef::end(),
-]);
+const COUNT: usize = SHARED.len() + SQLITE.len();
+
+/// The table PHP keeps for the life of the process: every directive, then the end marker.
+static ENTRIES: IniEntryDefs<{ COUNT + 1 }> = IniEntryDefs::new(entries());
+
+const fn entries() -> [IniEntryDef; COUNT + 1] {
+    let mut out = [IniEntryDef::end(); COUNT + 1];
+    let mut i = 0;
+    while i < SHARED.len() {
+        out[i] = entry(&SHARED[i]);
+        i += 1;
+    }
+    let mut j = 0;
+    while j < SQLITE.len() {
+        out[SHARED.len() + j] = entry(&SQLITE[j]);
+        j += 1;
+    }
+    out
+}
 
 /// Registers the directives; call from module startup.
 pub fn register(module_number: i32) {
-    debug_assert_eq!(ENTRIES.as_slice().len(), DIRECTIVES.len() + 1);
     IniEntryDef::register(ENTRIES.as_slice(), module_number);
 }
 
@@ -72,7 +80,7 @@ unsafe extern "C" fn on_modify(
             .unwrap_or_default();
         let value = zstr(new_value).unwrap_or_default();
         let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-        let mut config = guard.as_deref().cloned().unwrap_or_default();
+        let mut config = guard.as_deref().cloned().unwrap_or_else(Config::defaults);
         match config.set(&name, &value) {
             Ok(()) => {
                 *guard = Some(Arc::new(config));

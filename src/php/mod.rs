@@ -1,5 +1,6 @@
 //! The PHP glue: the five functions, the module's startup, request shutdown and phpinfo().
-//! Thin by design: it parses arguments, calls the core and the store, and builds a Decision.
+//! Thin by design: it parses arguments, calls the [`crate::limiter::Limiter`], and builds a
+//! Decision.
 
 mod args;
 mod decision;
@@ -8,10 +9,9 @@ mod ini;
 mod worker;
 
 use crate::core::bucket::{Policy, MAX_LIMIT};
-use crate::core::decision::{Ask, Reason, Verdict};
-use crate::core::lease::LeaseId;
-use crate::core::subject::{self, Pseudonym, Pseudonymizer, MAX_SUBJECT_LEN};
-use crate::storage::{Acquired, Store, StoreError};
+use crate::core::decision::Ask;
+use crate::core::lease::LeaseToken;
+use crate::core::subject::{self, MAX_SUBJECT_LEN};
 use args::{declare, param, Call, Param};
 use decision::Decision;
 use error::Error;
@@ -45,12 +45,6 @@ static RESET: [Param; 2] = [
     param("subject", DataType::String, false, None),
     param("scope", DataType::String, false, Some("\"default\"")),
 ];
-
-fn now_ms() -> i64 {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    // Before 1970 counts as 0: the bucket code never lets a clock step back mint tokens.
-    d.map_or(0, |d| d.as_millis().min(i64::MAX as u128) as i64)
-}
 
 /// Runs a handler body: errors become PHP exceptions, panics never cross into PHP.
 fn guarded(retval: &mut Zval, body: impl FnOnce() -> Result<Zval, Error>) {
@@ -114,10 +108,6 @@ fn policy_args(
     Policy::new(limit, per_ms).map_err(|e| Error::Internal(format!("{e:?}")))
 }
 
-fn pseudonym_of(p: &Pseudonymizer, scope: &str, subject: &[u8], ipv6_prefix: u8) -> Pseudonym {
-    p.pseudonym(scope.as_bytes(), &subject::normalise(subject, ipv6_prefix))
-}
-
 extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
     guarded(retval, || {
         let call = Call::new(ex, "ratelimit_acquire", &ACQUIRE)?;
@@ -146,27 +136,9 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
             cost,
             max_inflight,
         };
-        let result = worker::with(&config, |w| {
-            let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
-            w.store
-                .acquire(&key, &ask, config.lease_ttl_ms, &now_ms)
-                .map_err(Error::Store)
-        });
-        let mut acquired = match result {
-            Ok(a) => a,
-            Err(Error::Store(StoreError::Busy)) => Acquired {
-                verdict: Verdict::unavailable(false),
-                lease: None,
-            },
-            Err(e) => return Err(e),
-        };
-        if acquired.verdict.reason == Reason::Unavailable {
-            // Only an operator's explicit choice turns "no decision" into an allow, never with a lease.
-            acquired.verdict = Verdict::unavailable(config.fail_open);
-        }
-        if let Some(id) = acquired.lease {
-            worker::remember_lease(id);
-        }
+        let acquired = worker::with(&config, |l| {
+            l.acquire(&subject, &scope, &ask).map_err(Error::Store)
+        })?;
         to_zval(Decision::new(
             acquired.verdict,
             &policy,
@@ -177,7 +149,7 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
 }
 
 /// The lease named by `ratelimit_release()`'s argument: a Decision's, or a string's.
-fn lease_arg(call: &Call) -> Result<Option<LeaseId>, Error> {
+fn lease_arg(call: &Call) -> Result<Option<LeaseToken>, Error> {
     let z = call
         .raw(0)
         .ok_or_else(|| Error::Internal("missing argument".into()))?;
@@ -185,36 +157,27 @@ fn lease_arg(call: &Call) -> Result<Option<LeaseId>, Error> {
         let Some(d) = <&ext_php_rs::types::ZendClassObject<Decision> as ext_php_rs::convert::FromZendObject>::from_zend_object(obj).ok() else {
             return Err(call.type_error_text(0, "RateLimit\\Decision|string"));
         };
-        return Ok(d.lease_id());
+        return Ok(d.lease());
     } else if let Some(s) = z.zend_str() {
         s.as_bytes().to_vec()
     } else {
         call.string_weak(0)
             .ok_or_else(|| call.type_error_text(0, "RateLimit\\Decision|string"))?
     };
-    LeaseId::parse(&text).map(Some).ok_or_else(|| {
-        call.value_error(0, "must be a lease of 32 lowercase hexadecimal characters")
-    })
+    LeaseToken::parse(&text)
+        .map(Some)
+        .ok_or_else(|| call.value_error(0, "must be a lease returned by ratelimit_acquire()"))
 }
 
 extern "C" fn ratelimit_release(ex: &mut ExecuteData, retval: &mut Zval) {
     guarded(retval, || {
         let call = Call::new(ex, "ratelimit_release", &RELEASE)?;
-        let Some(id) = lease_arg(&call)? else {
+        let Some(token) = lease_arg(&call)? else {
             return to_zval(false);
         };
         let config = ini::config();
-        match worker::with(&config, |w| {
-            w.store.release(&[id], &now_ms).map_err(Error::Store)
-        }) {
-            Ok(freed) => {
-                worker::forget_lease(&id);
-                to_zval(freed > 0)
-            }
-            // Still held: request shutdown tries again, and the lease expires regardless.
-            Err(Error::Store(StoreError::Busy)) => to_zval(false),
-            Err(e) => Err(e),
-        }
+        let freed = worker::with(&config, |l| l.release(&token).map_err(Error::Store))?;
+        to_zval(freed)
     })
 }
 
@@ -225,14 +188,9 @@ extern "C" fn ratelimit_peek(ex: &mut ExecuteData, retval: &mut Zval) {
         let subject = subject_arg(&call, 0)?;
         let policy = policy_args(&call, 1, &config)?;
         let scope = scope_arg(&call, 3)?;
-        let verdict = match worker::with(&config, |w| {
-            let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
-            w.store.peek(&key, &policy, &now_ms).map_err(Error::Store)
-        }) {
-            Ok(v) => v,
-            Err(Error::Store(StoreError::Busy)) => Verdict::unavailable(config.fail_open),
-            Err(e) => return Err(e),
-        };
+        let verdict = worker::with(&config, |l| {
+            l.peek(&subject, &scope, &policy).map_err(Error::Store)
+        })?;
         to_zval(Decision::new(verdict, &policy, scope, None))
     })
 }
@@ -243,10 +201,7 @@ extern "C" fn ratelimit_reset(ex: &mut ExecuteData, retval: &mut Zval) {
         let config = ini::config();
         let subject = subject_arg(&call, 0)?;
         let scope = scope_arg(&call, 1)?;
-        let forgot = worker::with(&config, |w| {
-            let key = pseudonym_of(&w.pseudonymizer, &scope, &subject, config.ipv6_prefix);
-            w.store.reset(&key).map_err(Error::Store)
-        })?;
+        let forgot = worker::with(&config, |l| l.reset(&subject, &scope).map_err(Error::Store))?;
         to_zval(forgot)
     })
 }
@@ -255,7 +210,7 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
     guarded(retval, || {
         Call::new(ex, "ratelimit_stats", &[])?;
         let config = ini::config();
-        let s = worker::with(&config, |w| w.store.stats(&now_ms).map_err(Error::Store))?;
+        let s = worker::with(&config, |l| l.stats().map_err(Error::Store))?;
         let mut table = ZendHashTable::new();
         let gauges = [("entries", s.entries), ("live_leases", s.live_leases)];
         for (name, value) in s.counters.named().into_iter().chain(gauges) {
@@ -270,15 +225,7 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
 /// Releases what the request's script forgot to (also after a fatal error). A failure here
 /// is left to the lease's expiry: there is nobody left to tell.
 unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
-    let _ = catch_unwind(|| {
-        let leases = worker::take_request_leases();
-        if !leases.is_empty() {
-            let config = ini::config();
-            let _ = worker::with(&config, |w| {
-                w.store.release(&leases, &now_ms).map_err(Error::Store)
-            });
-        }
-    });
+    let _ = catch_unwind(worker::end_request);
     0
 }
 

@@ -1,31 +1,28 @@
-//! What one PHP process keeps between calls: the open store and the key, opened lazily on the
-//! first call (never in module startup, which under FPM runs in the master before fork) and
-//! reopened when the process finds itself forked; and the leases the current request holds.
+//! What one PHP process keeps between calls: its [`Limiter`] (the open store and the key),
+//! opened lazily on the first call (never in module startup, which under FPM runs in the master
+//! before fork) and reopened when the process finds itself forked.
 
 use crate::core::config::Config;
-use crate::core::lease::LeaseId;
-use crate::core::subject::Pseudonymizer;
 use crate::keyfile;
+use crate::limiter::{Limiter, Settings};
 use crate::php::error::Error;
 use crate::storage::sqlite::SqliteStore;
+use crate::storage::system_clock;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub struct Worker {
+struct Worker {
+    /// The process that opened it: a child forked during a request (pcntl_fork) gets its own,
+    /// and never releases its parent's leases.
     pid: u32,
     /// The configuration this worker was opened with.
     config: Arc<Config>,
-    /// The host's HMAC key, keyed once.
-    pub pseudonymizer: Pseudonymizer,
-    pub store: SqliteStore,
+    limiter: Limiter,
 }
 
 thread_local! {
     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
-    /// The leases this request took, with the process that took them: a child forked during
-    /// the request (pcntl_fork) must not release its parent's leases when it exits.
-    static REQUEST_LEASES: RefCell<(u32, Vec<LeaseId>)> = const { RefCell::new((0, Vec::new())) };
 }
 
 /// The system temporary directory, as PHP's `sys_get_temp_dir()` falls back to it.
@@ -37,7 +34,7 @@ pub fn temp_dir() -> PathBuf {
 /// fork, or when the configuration changed (an FPM pool's `php_admin_value`).
 pub fn with<T>(
     config: &Arc<Config>,
-    f: impl FnOnce(&mut Worker) -> Result<T, Error>,
+    f: impl FnOnce(&mut Limiter) -> Result<T, Error>,
 ) -> Result<T, Error> {
     WORKER.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -56,47 +53,39 @@ pub fn with<T>(
             let db_path = config.db_path(&tmp);
             let (key_path, create) = config.key_path(&tmp);
             let key = keyfile::load(&key_path, create).map_err(Error::Key)?;
-            let store = SqliteStore::open(&db_path, config.busy_timeout_ms, config.max_entries)
-                .map_err(Error::Store)?;
-            let pseudonymizer = Pseudonymizer::new(&key);
+            let store = SqliteStore::open(
+                &db_path,
+                config.sqlite.busy_timeout_ms,
+                config.sqlite.max_entries,
+                system_clock(),
+            )
+            .map_err(Error::Store)?;
+            let settings = Settings {
+                fail_open: config.fail_open,
+                lease_ttl_ms: config.lease_ttl_ms,
+                ipv6_prefix: config.ipv6_prefix,
+            };
             *slot = Some(Worker {
                 pid: std::process::id(),
                 config: Arc::clone(config),
-                pseudonymizer,
-                store,
+                limiter: Limiter::new(Box::new(store), &key, settings),
             });
         }
-        f(slot.as_mut().expect("opened above"))
+        f(&mut slot.as_mut().expect("opened above").limiter)
     })
 }
 
-/// Remembers a lease taken by this request, to be released at its end if the script forgets.
-pub fn remember_lease(id: LeaseId) {
-    REQUEST_LEASES.with(|l| {
-        let mut l = l.borrow_mut();
-        let pid = std::process::id();
-        if l.0 != pid {
-            *l = (pid, Vec::new());
+/// At request end: releases the leases this process took during the request and still holds.
+/// Opens nothing: a process that has no limiter of its own (not yet, or only its parent's,
+/// inherited across fork) holds no lease.
+pub fn end_request() {
+    WORKER.with(|cell| {
+        if let Some(w) = cell.borrow_mut().as_mut() {
+            if w.pid == std::process::id() {
+                w.limiter.end_request();
+            }
         }
-        l.1.push(id);
     });
-}
-
-/// Forgets a lease released explicitly.
-pub fn forget_lease(id: &LeaseId) {
-    REQUEST_LEASES.with(|l| l.borrow_mut().1.retain(|x| x != id));
-}
-
-/// Takes the leases this process took during this request and still holds.
-pub fn take_request_leases() -> Vec<LeaseId> {
-    REQUEST_LEASES.with(|l| {
-        let (pid, leases) = std::mem::take(&mut *l.borrow_mut());
-        if pid == std::process::id() {
-            leases
-        } else {
-            Vec::new()
-        }
-    })
 }
 
 /// The database and key paths for phpinfo(), without opening anything.

@@ -1,153 +1,147 @@
-//! Where buckets and leases live. One trait, so that a second backend (Redis, for sites that
-//! outgrow one host) plugs in behind the same PHP API. Every method is one atomic step of the
-//! backend (one SQLite write transaction, one Redis script) and uses [`crate::core`] for the
-//! arithmetic, so all backends decide alike.
+//! Where buckets and leases live. One small trait, so that a second backend (Redis, for sites
+//! that outgrow one host) plugs in behind the same PHP API, and a breaker or a fallback can wrap
+//! any store. Every method is one atomic step of the backend (one SQLite write transaction, one
+//! Redis script) and uses [`crate::core`] for the arithmetic, so all backends decide alike.
 
 pub mod sqlite;
 
+use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Verdict};
-use crate::core::lease::LeaseId;
-use crate::core::subject::Pseudonym;
+use crate::core::lease::LeaseToken;
+use crate::core::subject::BucketKey;
 use std::fmt;
-use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use crate::core::counters::{Counters, Stats};
 
 /// The outcome of an acquire: the verdict, and the lease when a slot was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Acquired {
     pub verdict: Verdict,
-    pub lease: Option<LeaseId>,
+    pub lease: Option<LeaseToken>,
 }
 
-/// Host-wide counters, summed over all workers, and two gauges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Counters {
-    pub allowed: u64,
-    pub denied_rate: u64,
-    pub denied_inflight: u64,
-    pub unavailable: u64,
-    pub leases_expired: u64,
-    pub evicted: u64,
-    pub clock_regressions: u64,
+/// The wall clock in milliseconds, for stores that keep time themselves. A store reads it
+/// inside its atomic step (for SQLite: once it holds the write lock), so that `now` is never
+/// older than what the previous step wrote; a Redis store asks its server instead.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The system clock as a [`Clock`]. Before 1970 counts as 0: a clock that steps back mints
+/// nothing anyway.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis().min(i64::MAX as u128) as i64)
+    })
 }
 
-impl Counters {
-    pub fn add(&mut self, o: &Counters) {
-        self.allowed += o.allowed;
-        self.denied_rate += o.denied_rate;
-        self.denied_inflight += o.denied_inflight;
-        self.unavailable += o.unavailable;
-        self.leases_expired += o.leases_expired;
-        self.evicted += o.evicted;
-        self.clock_regressions += o.clock_regressions;
-    }
-
-    /// Named pairs, in the order `ratelimit_stats()` lists them.
-    pub fn named(&self) -> [(&'static str, u64); 7] {
-        [
-            ("allowed", self.allowed),
-            ("denied_rate", self.denied_rate),
-            ("denied_inflight", self.denied_inflight),
-            ("unavailable", self.unavailable),
-            ("leases_expired", self.leases_expired),
-            ("evicted", self.evicted),
-            ("clock_regressions", self.clock_regressions),
-        ]
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Stats {
-    pub counters: Counters,
-    /// Buckets stored.
-    pub entries: u64,
-    /// Leases not yet expired nor released.
-    pub live_leases: u64,
-}
-
-/// A fault of the storage that is not a decision. `Busy` alone becomes a decision
-/// ("unavailable"); the others become a `RateLimit\Exception`. None ever becomes an allow.
-#[derive(Debug)]
-pub enum StoreError {
-    /// Still locked by another writer after the busy timeout.
+/// What went wrong, as a breaker or the limiter's policy needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Locked by another writer past the wait budget.
     Busy,
-    /// The database could not be opened or created.
-    Open {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    /// The file is not a database, or is damaged.
-    Corrupt {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    /// Any other SQLite failure (disk full, read-only file, I/O error).
-    Sqlite {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    /// The operating system gave no random bytes for a lease name.
-    Random(String),
+    /// No answer within the time allowed (the outcome of a write is then unknown).
+    Timeout,
+    /// The store cannot be reached (connection refused or lost).
+    Unreachable,
+    /// The file or the data is damaged.
+    Corrupt,
+    /// No space left.
+    Full,
+    /// Any other failure of the operating system or the backend.
+    Io,
+    /// Something an operator must fix first (a path that cannot be created, a bad address).
+    Misconfigured,
+}
+
+impl ErrorKind {
+    /// Whether waiting may cure it by itself. A transient fault is an "unavailable" decision;
+    /// the others are errors.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Busy | ErrorKind::Timeout | ErrorKind::Unreachable
+        )
+    }
+}
+
+/// A fault of the storage, which is never a decision by itself, and never an allow. The message
+/// names the path or the address, never a subject; the backend's own error is the `source()`.
+#[derive(Debug)]
+pub struct StoreError {
+    kind: ErrorKind,
+    /// What failed, e.g. "cannot open database /var/lib/rl.sqlite".
+    what: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StoreError {
+    pub fn new(kind: ErrorKind, what: impl Into<String>) -> Self {
+        Self {
+            kind,
+            what: what.into(),
+            source: None,
+        }
+    }
+
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn is_transient(&self) -> bool {
+        self.kind.is_transient()
+    }
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreError::Busy => write!(f, "ratelimit: the database is busy"),
-            StoreError::Open { path, source } => {
-                write!(
-                    f,
-                    "ratelimit: cannot open database {}: {source}",
-                    path.display()
-                )
-            }
-            StoreError::Corrupt { path, source } => {
-                write!(
-                    f,
-                    "ratelimit: database {} is corrupt or not a database: {source}",
-                    path.display()
-                )
-            }
-            StoreError::Sqlite { path, source } => {
-                write!(f, "ratelimit: database {}: {source}", path.display())
-            }
-            StoreError::Random(e) => write!(f, "ratelimit: no random bytes for a lease: {e}"),
+        write!(f, "ratelimit: {}", self.what)?;
+        match &self.source {
+            Some(s) => write!(f, ": {s}"),
+            None => Ok(()),
         }
     }
 }
 
-impl std::error::Error for StoreError {}
-
-/// The wall clock in milliseconds. Stores read it once they hold their lock: a time read before
-/// waiting for the lock would be older than what the previous holder wrote, which looks like a
-/// clock running backwards (harmless, since it mints nothing, but it would be miscounted).
-pub type Clock<'a> = &'a dyn Fn() -> i64;
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Storage for buckets and leases, shared by every worker of a host (or of a site).
+///
+/// Each method is one atomic step that fixes `now` itself, inside the step. `unwritten` holds
+/// counts the caller could not have written before (a step that failed): a successful step
+/// adds them to the shared counters in the same atomic step, and a failed one writes nothing.
 pub trait Store {
-    /// Expire leases, refill, check, take (tokens and, if asked, a slot), in one atomic step.
-    /// A `Busy` error is counted as `unavailable` by the store itself (written later).
+    /// Expire leases, refill, check, take (tokens and, if asked, a slot).
     fn acquire(
         &mut self,
-        key: &Pseudonym,
+        key: &BucketKey,
         ask: &Ask,
         lease_ttl_ms: u64,
-        clock: Clock<'_>,
+        unwritten: &Counters,
     ) -> Result<Acquired, StoreError>;
 
     /// What a call of cost 1 would get now; writes nothing.
-    fn peek(
-        &mut self,
-        key: &Pseudonym,
-        policy: &crate::core::bucket::Policy,
-        clock: Clock<'_>,
-    ) -> Result<Verdict, StoreError>;
+    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError>;
 
-    /// Frees the given leases; returns how many were live.
-    fn release(&mut self, leases: &[LeaseId], clock: Clock<'_>) -> Result<u64, StoreError>;
+    /// Frees the given leases, each in its own bucket; returns how many were live.
+    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError>;
 
-    /// Forgets a bucket and its leases; true when there was something to forget.
-    fn reset(&mut self, key: &Pseudonym) -> Result<bool, StoreError>;
+    /// Forgets a bucket and its leases; true when there was something to forget. The bucket's
+    /// counts stay in the totals: a reset forgets the limit, not the history.
+    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError>;
 
-    /// Host-wide counters and gauges, this worker's unwritten counts included.
-    fn stats(&mut self, clock: Clock<'_>) -> Result<Stats, StoreError>;
+    /// The shared counters and gauges.
+    fn stats(&mut self) -> Result<Stats, StoreError>;
 }

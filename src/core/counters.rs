@@ -1,0 +1,109 @@
+//! The host-wide (or site-wide) counters of `ratelimit_stats()`. Every backend maps a decision's
+//! reason to a counter the same way, through [`Counters::record`].
+
+use super::decision::Reason;
+
+/// Counts since the store was created, summed over all workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    pub allowed: u64,
+    pub denied_rate: u64,
+    pub denied_inflight: u64,
+    pub unavailable: u64,
+    pub leases_expired: u64,
+    pub evicted: u64,
+    pub clock_regressions: u64,
+}
+
+impl Counters {
+    /// Counts one decision under its reason.
+    pub fn record(&mut self, reason: Reason) {
+        match reason {
+            Reason::Ok => self.allowed += 1,
+            Reason::Rate => self.denied_rate += 1,
+            Reason::Inflight => self.denied_inflight += 1,
+            Reason::Unavailable => self.unavailable += 1,
+        }
+    }
+
+    pub fn add(&mut self, o: &Counters) {
+        self.allowed += o.allowed;
+        self.denied_rate += o.denied_rate;
+        self.denied_inflight += o.denied_inflight;
+        self.unavailable += o.unavailable;
+        self.leases_expired += o.leases_expired;
+        self.evicted += o.evicted;
+        self.clock_regressions += o.clock_regressions;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Counters::default()
+    }
+
+    /// Named pairs, in the order `ratelimit_stats()` lists them.
+    pub fn named(&self) -> [(&'static str, u64); 7] {
+        [
+            ("allowed", self.allowed),
+            ("denied_rate", self.denied_rate),
+            ("denied_inflight", self.denied_inflight),
+            ("unavailable", self.unavailable),
+            ("leases_expired", self.leases_expired),
+            ("evicted", self.evicted),
+            ("clock_regressions", self.clock_regressions),
+        ]
+    }
+}
+
+/// The counters and two gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    pub counters: Counters,
+    /// Buckets stored.
+    pub entries: u64,
+    /// Leases not yet expired nor released.
+    pub live_leases: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_reason_has_its_own_counter() {
+        let mut c = Counters::default();
+        for r in [
+            Reason::Ok,
+            Reason::Ok,
+            Reason::Rate,
+            Reason::Inflight,
+            Reason::Unavailable,
+        ] {
+            c.record(r);
+        }
+        assert_eq!(
+            (c.allowed, c.denied_rate, c.denied_inflight, c.unavailable),
+            (2, 1, 1, 1)
+        );
+        assert_eq!(
+            (c.leases_expired, c.evicted, c.clock_regressions),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn add_sums_every_counter() {
+        let one = Counters {
+            allowed: 1,
+            denied_rate: 2,
+            denied_inflight: 3,
+            unavailable: 4,
+            leases_expired: 5,
+            evicted: 6,
+            clock_regressions: 7,
+        };
+        let mut sum = one;
+        sum.add(&one);
+        assert_eq!(sum.named().map(|(_, v)| v), [2, 4, 6, 8, 10, 12, 14]);
+        assert!(!sum.is_zero() && Counters::default().is_zero());
+    }
+}

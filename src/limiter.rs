@@ -1,0 +1,342 @@
+//! The limiter: what every backend shares between a PHP call and a [`Store`]. It derives the
+//! bucket's key from the subject, and holds the policy for faults: a transient fault of the
+//! store (busy, timed out, unreachable) is an "unavailable" decision, counted once, and allowed
+//! only when the operator chose `fail_open`, never with a lease; any other fault is an error.
+//! It also keeps the leases the current request holds, so that they are released at its end.
+//! No PHP here: the glue parses arguments, calls this, and builds a `Decision`.
+
+use crate::core::bucket::Policy;
+use crate::core::counters::{Counters, Stats};
+use crate::core::decision::{Ask, Reason, Verdict};
+use crate::core::lease::LeaseToken;
+use crate::core::subject::{normalise, BucketKey, Pseudonymizer};
+use crate::storage::{Acquired, Store, StoreError};
+
+/// The settings the limiter applies to every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub fail_open: bool,
+    pub lease_ttl_ms: u64,
+    pub ipv6_prefix: u8,
+}
+
+pub struct Limiter {
+    store: Box<dyn Store>,
+    pseudonymizer: Pseudonymizer,
+    settings: Settings,
+    /// Counts the store could not write yet (the call that made them failed); the next
+    /// successful step writes them, so each is counted once.
+    unwritten: Counters,
+    /// Leases taken during the current request and not yet released.
+    held: Vec<LeaseToken>,
+}
+
+impl Limiter {
+    pub fn new(store: Box<dyn Store>, key: &[u8], settings: Settings) -> Self {
+        Self {
+            store,
+            pseudonymizer: Pseudonymizer::new(key),
+            settings,
+            unwritten: Counters::default(),
+            held: Vec::new(),
+        }
+    }
+
+    /// Where `subject` in `scope` is stored: addresses normalised, then pseudonymised.
+    pub fn key(&self, scope: &str, subject: &[u8]) -> BucketKey {
+        let subject = normalise(subject, self.settings.ipv6_prefix);
+        self.pseudonymizer.key(scope.as_bytes(), &subject)
+    }
+
+    /// One decision. A transient fault answers "unavailable" instead of failing.
+    pub fn acquire(
+        &mut self,
+        subject: &[u8],
+        scope: &str,
+        ask: &Ask,
+    ) -> Result<Acquired, StoreError> {
+        let key = self.key(scope, subject);
+        let ttl = self.settings.lease_ttl_ms;
+        let mut acquired = match self.store.acquire(&key, ask, ttl, &self.unwritten) {
+            Ok(a) => {
+                self.unwritten = Counters::default();
+                a
+            }
+            Err(e) if e.is_transient() => {
+                self.unwritten.record(Reason::Unavailable);
+                Acquired {
+                    verdict: Verdict::unavailable(false),
+                    lease: None,
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        if acquired.verdict.reason == Reason::Unavailable {
+            // Only an operator's explicit choice turns "no decision" into an allow, and never
+            // with a lease.
+            acquired = Acquired {
+                verdict: Verdict::unavailable(self.settings.fail_open),
+                lease: None,
+            };
+        }
+        if let Some(token) = acquired.lease {
+            self.held.push(token);
+        }
+        Ok(acquired)
+    }
+
+    /// What a call of cost 1 would get now, without taking anything (nor counting).
+    pub fn peek(
+        &mut self,
+        subject: &[u8],
+        scope: &str,
+        policy: &Policy,
+    ) -> Result<Verdict, StoreError> {
+        let key = self.key(scope, subject);
+        match self.store.peek(&key, policy) {
+            Err(e) if e.is_transient() => Ok(Verdict::unavailable(self.settings.fail_open)),
+            other => other,
+        }
+    }
+
+    /// Frees one lease, from any process; true when it was live. When the store cannot be
+    /// written now, the lease stays with the request (tried again at its end) and false is
+    /// returned: it expires at its `lease_ttl` regardless.
+    pub fn release(&mut self, token: &LeaseToken) -> Result<bool, StoreError> {
+        match self
+            .store
+            .release(std::slice::from_ref(token), &self.unwritten)
+        {
+            Ok(freed) => {
+                self.unwritten = Counters::default();
+                self.held.retain(|t| t != token);
+                Ok(freed > 0)
+            }
+            Err(e) if e.is_transient() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Forgets a bucket and its leases.
+    pub fn reset(&mut self, subject: &[u8], scope: &str) -> Result<bool, StoreError> {
+        let key = self.key(scope, subject);
+        let forgot = self.store.reset(&key, &self.unwritten)?;
+        self.unwritten = Counters::default();
+        Ok(forgot)
+    }
+
+    /// The shared counters, with the counts this process could not write yet.
+    pub fn stats(&mut self) -> Result<Stats, StoreError> {
+        let mut s = self.store.stats()?;
+        s.counters.add(&self.unwritten);
+        Ok(s)
+    }
+
+    /// The request is over: releases what it still holds. A failure is left to the leases'
+    /// expiry, since there is nobody left to tell.
+    pub fn end_request(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        if !held.is_empty() && self.store.release(&held, &self.unwritten).is_ok() {
+            self.unwritten = Counters::default();
+        }
+    }
+
+    /// Leases the current request holds.
+    pub fn held(&self) -> &[LeaseToken] {
+        &self.held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The limiter's policy, against a fake store that answers what each test scripts. (The
+    //! stores themselves are tested on real backends, in tests/.)
+    use super::*;
+    use crate::core::lease::LeaseId;
+    use crate::storage::ErrorKind;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[derive(Default)]
+    struct Script {
+        /// Errors to return, first to last, before answering normally.
+        faults: Vec<ErrorKind>,
+        /// The `unwritten` counts each call was given.
+        seen: Vec<Counters>,
+        released: Vec<LeaseToken>,
+        written: Counters,
+    }
+
+    struct Fake(Rc<RefCell<Script>>);
+
+    impl Fake {
+        fn step(&self, unwritten: &Counters) -> Result<(), StoreError> {
+            let mut s = self.0.borrow_mut();
+            s.seen.push(*unwritten);
+            if s.faults.is_empty() {
+                s.written.add(unwritten);
+                Ok(())
+            } else {
+                Err(StoreError::new(s.faults.remove(0), "fake"))
+            }
+        }
+    }
+
+    fn allowed(lease: Option<LeaseToken>) -> Acquired {
+        let mut verdict = Verdict::unavailable(true);
+        verdict.reason = Reason::Ok;
+        Acquired { verdict, lease }
+    }
+
+    impl Store for Fake {
+        fn acquire(
+            &mut self,
+            key: &BucketKey,
+            ask: &Ask,
+            _: u64,
+            unwritten: &Counters,
+        ) -> Result<Acquired, StoreError> {
+            self.step(unwritten)?;
+            let lease = (ask.max_inflight > 0).then_some(LeaseToken {
+                id: LeaseId([7; 16]),
+                key: *key,
+            });
+            Ok(allowed(lease))
+        }
+        fn peek(&mut self, _: &BucketKey, _: &Policy) -> Result<Verdict, StoreError> {
+            self.step(&Counters::default())?;
+            Ok(allowed(None).verdict)
+        }
+        fn release(&mut self, l: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
+            self.step(unwritten)?;
+            self.0.borrow_mut().released.extend_from_slice(l);
+            Ok(l.len() as u64)
+        }
+        fn reset(&mut self, _: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
+            self.step(unwritten)?;
+            Ok(true)
+        }
+        fn stats(&mut self) -> Result<Stats, StoreError> {
+            Ok(Stats {
+                counters: self.0.borrow().written,
+                ..Stats::default()
+            })
+        }
+    }
+
+    fn limiter(faults: &[ErrorKind], fail_open: bool) -> (Limiter, Rc<RefCell<Script>>) {
+        let script = Rc::new(RefCell::new(Script {
+            faults: faults.to_vec(),
+            ..Script::default()
+        }));
+        let settings = Settings {
+            fail_open,
+            lease_ttl_ms: 60_000,
+            ipv6_prefix: 64,
+        };
+        (
+            Limiter::new(Box::new(Fake(Rc::clone(&script))), &[0; 32], settings),
+            script,
+        )
+    }
+
+    fn ask(inflight: u64) -> Ask {
+        Ask {
+            policy: Policy::new(5, 1_000).unwrap(),
+            cost: 1,
+            max_inflight: inflight,
+        }
+    }
+
+    #[test]
+    fn a_busy_store_is_an_unavailable_denial() {
+        let (mut l, _) = limiter(&[ErrorKind::Busy], false);
+        let a = l.acquire(b"s", "default", &ask(1)).unwrap();
+        assert_eq!(
+            (a.verdict.allowed, a.verdict.reason),
+            (false, Reason::Unavailable)
+        );
+        assert_eq!(a.lease, None);
+    }
+
+    #[test]
+    fn fail_open_admits_an_unavailable_decision_without_a_lease() {
+        let (mut l, _) = limiter(&[ErrorKind::Timeout], true);
+        let a = l.acquire(b"s", "default", &ask(1)).unwrap();
+        assert_eq!(
+            (a.verdict.allowed, a.verdict.reason),
+            (true, Reason::Unavailable)
+        );
+        assert_eq!(a.lease, None);
+        assert!(l.held().is_empty());
+    }
+
+    #[test]
+    fn an_unavailable_decision_is_written_once_with_the_next_step() {
+        let (mut l, script) = limiter(&[ErrorKind::Busy, ErrorKind::Unreachable], false);
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        assert_eq!(
+            l.stats().unwrap().counters.unavailable,
+            2,
+            "counted before written"
+        );
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        let seen: Vec<u64> = script.borrow().seen.iter().map(|c| c.unavailable).collect();
+        assert_eq!(seen, [0, 1, 2, 0]);
+        assert_eq!(l.stats().unwrap().counters.unavailable, 2);
+    }
+
+    #[test]
+    fn a_lasting_fault_is_an_error_not_a_decision() {
+        for kind in [
+            ErrorKind::Corrupt,
+            ErrorKind::Misconfigured,
+            ErrorKind::Io,
+            ErrorKind::Full,
+        ] {
+            let (mut l, _) = limiter(&[kind], true);
+            let e = l.acquire(b"s", "default", &ask(0)).unwrap_err();
+            assert_eq!(e.kind(), kind);
+        }
+    }
+
+    #[test]
+    fn a_release_that_cannot_be_written_stays_with_the_request() {
+        let (mut l, script) = limiter(&[], false);
+        let token = l.acquire(b"s", "default", &ask(1)).unwrap().lease.unwrap();
+        script.borrow_mut().faults.push(ErrorKind::Busy);
+        assert!(!l.release(&token).unwrap());
+        assert_eq!(l.held(), &[token]);
+        l.end_request();
+        assert_eq!(script.borrow().released, [token]);
+        assert!(l.held().is_empty());
+    }
+
+    #[test]
+    fn a_released_lease_is_not_released_again_at_request_end() {
+        let (mut l, script) = limiter(&[], false);
+        let token = l.acquire(b"s", "default", &ask(1)).unwrap().lease.unwrap();
+        assert!(l.release(&token).unwrap());
+        l.end_request();
+        assert_eq!(script.borrow().released, [token]);
+    }
+
+    #[test]
+    fn a_busy_peek_is_unavailable_and_uncounted() {
+        let (mut l, _) = limiter(&[ErrorKind::Busy], false);
+        let v = l.peek(b"s", "default", &ask(0).policy).unwrap();
+        assert_eq!((v.allowed, v.reason), (false, Reason::Unavailable));
+        assert_eq!(l.stats().unwrap().counters.unavailable, 0);
+    }
+
+    #[test]
+    fn addresses_share_a_key_however_they_are_spelled() {
+        let (l, _) = limiter(&[], false);
+        assert_eq!(l.key("a", b"::ffff:192.0.2.1"), l.key("a", b"192.0.2.1"));
+        assert_eq!(l.key("a", b"2001:db8::1"), l.key("a", b"2001:db8::2"));
+        assert_ne!(l.key("a", b"x").bucket, l.key("b", b"x").bucket);
+        assert_eq!(l.key("a", b"x").group, l.key("b", b"x").group);
+    }
+}

@@ -1,0 +1,111 @@
+//! The counter bookkeeping, all of it: a decision's count goes into its bucket's row (so that
+//! it writes one page); counts that belong to no bucket (unavailable, expired leases,
+//! evictions, clock regressions, and those of deleted buckets) go into the one `stats` row;
+//! the totals are the stats row plus the sums over the buckets.
+
+use crate::core::counters::{Counters, Stats};
+use crate::core::decision::Reason;
+use rusqlite::{params, Connection};
+
+/// What one transaction changes in the stats row.
+#[derive(Default)]
+pub struct Delta {
+    pub counters: Counters,
+    /// Rows added to (or, negative, removed from) `buckets`.
+    pub entries: i64,
+}
+
+/// A decision's count as the three per-bucket columns (allowed, denied_rate, denied_inflight).
+pub fn bucket_columns(reason: Reason) -> (i64, i64, i64) {
+    let mut c = Counters::default();
+    c.record(reason);
+    (
+        c.allowed as i64,
+        c.denied_rate as i64,
+        c.denied_inflight as i64,
+    )
+}
+
+/// Adds `delta` to the stats row; most decisions have nothing to add and write nothing here.
+pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
+    let c = &delta.counters;
+    if c.is_zero() && delta.entries == 0 {
+        return Ok(());
+    }
+    tx.prepare_cached(
+        "UPDATE stats SET allowed = allowed + ?1, denied_rate = denied_rate + ?2,
+         denied_inflight = denied_inflight + ?3, unavailable = unavailable + ?4,
+         leases_expired = leases_expired + ?5, evicted = evicted + ?6,
+         clock_regressions = clock_regressions + ?7, entries = entries + ?8 WHERE id = 0",
+    )?
+    .execute(params![
+        c.allowed as i64,
+        c.denied_rate as i64,
+        c.denied_inflight as i64,
+        c.unavailable as i64,
+        c.leases_expired as i64,
+        c.evicted as i64,
+        c.clock_regressions as i64,
+        delta.entries
+    ])?;
+    Ok(())
+}
+
+/// Deletes the buckets `sql` selects (a `DELETE ... RETURNING` of the three per-bucket
+/// counters) and folds their counts into `delta`, so that the totals keep them. Returns how
+/// many were deleted.
+pub fn delete_buckets(
+    tx: &Connection,
+    sql: &str,
+    args: impl rusqlite::Params,
+    delta: &mut Delta,
+) -> rusqlite::Result<i64> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    let mut rows = stmt.query(args)?;
+    let mut n = 0;
+    while let Some(r) = rows.next()? {
+        let count = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+        delta.counters.allowed += count(0)?;
+        delta.counters.denied_rate += count(1)?;
+        delta.counters.denied_inflight += count(2)?;
+        n += 1;
+    }
+    delta.entries -= n;
+    Ok(n)
+}
+
+/// The totals and gauges, read in one snapshot (a read transaction never blocks writers).
+pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
+    let tx = conn.unchecked_transaction()?;
+    let mut s = tx.query_row(
+        "SELECT s.allowed + b.allowed, s.denied_rate + b.denied_rate,
+         s.denied_inflight + b.denied_inflight, s.unavailable, s.leases_expired, s.evicted,
+         s.clock_regressions, s.entries FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
+         coalesce(sum(denied_rate), 0) AS denied_rate, coalesce(sum(denied_inflight), 0) AS denied_inflight
+         FROM buckets) b WHERE s.id = 0",
+        [],
+        |r| {
+            let n = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+            Ok(Stats {
+                counters: Counters {
+                    allowed: n(0)?,
+                    denied_rate: n(1)?,
+                    denied_inflight: n(2)?,
+                    unavailable: n(3)?,
+                    leases_expired: n(4)?,
+                    evicted: n(5)?,
+                    clock_regressions: n(6)?,
+                },
+                entries: n(7)?,
+                live_leases: 0,
+            })
+        },
+    )?;
+    s.live_leases = tx.query_row(
+        "SELECT count(*) FROM leases WHERE expires > ?1",
+        [now],
+        |r| r.get::<_, i64>(0),
+    )? as u64;
+    tx.commit()?;
+    Ok(s)
+}

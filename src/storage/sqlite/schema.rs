@@ -1,0 +1,76 @@
+//! The tables, and how a file gets them: created on first use, rebuilt when older.
+
+use super::tx::WriteTx;
+use rusqlite::Connection;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS buckets (
+    key     BLOB PRIMARY KEY,   -- 16-byte pseudonym of (scope, subject)
+    tokens  INTEGER NOT NULL,   -- milli-tokens held
+    stamp   INTEGER NOT NULL,   -- ms up to which earnings are credited
+    full_at INTEGER NOT NULL,   -- ms from which the bucket is full again (droppable)
+    used_at INTEGER NOT NULL,   -- ms of the last decision, to RECENCY_MS, for LRU eviction
+    -- This bucket's share of the host-wide counters: kept in its own row so that a decision
+    -- writes one page, folded into `stats` when the row is deleted (see counts.rs).
+    allowed INTEGER NOT NULL DEFAULT 0,
+    denied_rate INTEGER NOT NULL DEFAULT 0,
+    denied_inflight INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS buckets_used_at ON buckets(used_at);
+CREATE TABLE IF NOT EXISTS leases (
+    id      BLOB PRIMARY KEY,   -- 16 random bytes
+    key     BLOB NOT NULL,
+    expires INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS leases_key ON leases(key, expires);
+CREATE INDEX IF NOT EXISTS leases_expires ON leases(expires);
+-- Host-wide counters: these plus the sums of the same columns over `buckets`.
+CREATE TABLE IF NOT EXISTS stats (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    allowed INTEGER NOT NULL DEFAULT 0,
+    denied_rate INTEGER NOT NULL DEFAULT 0,
+    denied_inflight INTEGER NOT NULL DEFAULT 0,
+    unavailable INTEGER NOT NULL DEFAULT 0,
+    leases_expired INTEGER NOT NULL DEFAULT 0,
+    evicted INTEGER NOT NULL DEFAULT 0,
+    clock_regressions INTEGER NOT NULL DEFAULT 0,
+    entries INTEGER NOT NULL DEFAULT 0   -- rows in buckets, kept in step so no COUNT(*) is needed
+);
+INSERT OR IGNORE INTO stats (id) VALUES (0);
+";
+
+/// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only
+/// short-lived limits, which start afresh.
+const SCHEMA_VERSION: i64 = 2;
+
+const DROP_OLD_SCHEMA: &str =
+    "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;";
+
+/// Sets the file up for this connection: small pages, WAL, `synchronous=NORMAL`, and the
+/// tables when the file has none or older ones.
+pub fn init(conn: &Connection) -> rusqlite::Result<()> {
+    // Every commit appends whole pages to the WAL (a decision usually writes one: its
+    // bucket's); small pages keep that append small. Takes effect only on a new, empty file.
+    conn.execute_batch("PRAGMA page_size=1024")?;
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
+    }
+    conn.execute_batch("PRAGMA synchronous=NORMAL")?;
+    // Only the first process ever needs the write lock here; the others just read.
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version < SCHEMA_VERSION {
+        let tx = WriteTx::begin(conn)?;
+        // Read again under the lock: another worker may have just done this.
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version < SCHEMA_VERSION {
+            if version > 0 {
+                conn.execute_batch(DROP_OLD_SCHEMA)?;
+            }
+            conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+        }
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,376 @@
+//! The conformance suite every [`Store`] passes: one function per behaviour, generic over the
+//! backend. A backend's test file instantiates it with `conformance_suite!(make_backend)`,
+//! which declares one `#[test]` per behaviour. Each test gets a backend of its own (a fresh
+//! file, a fresh key prefix), opens as many connections to it as it needs, and sets the time
+//! through a manual clock (a backend that keeps time on its server ignores it, and is
+//! instantiated without the tests marked `clock`).
+
+#![allow(dead_code)]
+
+use ratelimit::core::bucket::Policy;
+use ratelimit::core::counters::Counters;
+use ratelimit::core::decision::{Ask, Reason};
+use ratelimit::core::lease::{LeaseId, LeaseToken};
+use ratelimit::core::subject::BucketKey;
+use ratelimit::storage::{Clock, Store};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+pub const T0: i64 = 1_700_000_000_000;
+
+/// A backend under test: opens connections to one shared store.
+pub trait Backend: Sync {
+    type S: Store;
+    fn open(&self, clock: Clock) -> Self::S;
+}
+
+/// A clock the test moves by hand, shared by every connection of a test.
+#[derive(Clone)]
+pub struct ManualClock(Arc<AtomicI64>);
+
+impl ManualClock {
+    pub fn at(t: i64) -> Self {
+        Self(Arc::new(AtomicI64::new(t)))
+    }
+    pub fn set(&self, t: i64) {
+        self.0.store(t, Ordering::SeqCst);
+    }
+    pub fn clock(&self) -> Clock {
+        let t = Arc::clone(&self.0);
+        Arc::new(move || t.load(Ordering::SeqCst))
+    }
+}
+
+pub fn key(n: u8) -> BucketKey {
+    BucketKey {
+        bucket: [n; 16],
+        group: [n ^ 0xff; 16],
+    }
+}
+
+pub fn ask(limit: u64, per_ms: u64, inflight: u64) -> Ask {
+    Ask {
+        policy: Policy::new(limit, per_ms).unwrap(),
+        cost: 1,
+        max_inflight: inflight,
+    }
+}
+
+const NONE: Counters = Counters {
+    allowed: 0,
+    denied_rate: 0,
+    denied_inflight: 0,
+    unavailable: 0,
+    leases_expired: 0,
+    evicted: 0,
+    clock_regressions: 0,
+};
+
+fn allowed<S: Store>(s: &mut S, k: &BucketKey, a: &Ask) -> bool {
+    s.acquire(k, a, 60_000, &NONE).unwrap().verdict.allowed
+}
+
+/// Declares one `#[test]` per behaviour of the suite for the backend `$make` builds.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            the_limit_holds_across_threads_with_their_own_connections,
+            state_survives_reopening,
+            leases_limit_concurrency_and_expire,
+            a_lease_is_released_by_its_token_from_another_connection,
+            release_is_idempotent,
+            an_expired_lease_is_not_released,
+            a_token_naming_another_bucket_frees_nothing,
+            reset_forgets_bucket_and_leases,
+            peek_writes_nothing,
+            a_backwards_clock_is_counted_and_mints_nothing,
+            counts_of_reset_buckets_stay_in_the_totals,
+            unwritten_counts_are_added_by_the_next_step,
+            scopes_of_one_subject_are_separate_buckets,
+            the_decision_vectors_hold,
+        );
+    };
+    (@tests $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                let backend = $make;
+                conformance::$name(&backend);
+            }
+        )*
+    };
+}
+
+pub fn the_limit_holds_across_threads_with_their_own_connections<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    b.open(clock.clock());
+    let admitted: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let clock = clock.clone();
+                s.spawn(move || {
+                    let mut store = b.open(clock.clock());
+                    (0..50)
+                        .filter(|_| allowed(&mut store, &key(1), &ask(25, 86_400_000, 0)))
+                        .count() as u64
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(admitted, 25);
+    let stats = b.open(clock.clock()).stats().unwrap();
+    assert_eq!(
+        (stats.counters.allowed, stats.counters.denied_rate),
+        (25, 375)
+    );
+}
+
+pub fn state_survives_reopening<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut a = b.open(clock.clock());
+    for _ in 0..3 {
+        assert!(allowed(&mut a, &key(1), &ask(3, 60_000, 0)));
+    }
+    drop(a);
+    let v = b
+        .open(clock.clock())
+        .acquire(&key(1), &ask(3, 60_000, 0), 60_000, &NONE)
+        .unwrap()
+        .verdict;
+    assert_eq!(v.reason, Reason::Rate);
+}
+
+pub fn leases_limit_concurrency_and_expire<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = ask(100, 1_000, 2);
+    let mut take = |t: i64| {
+        clock.set(t);
+        s.acquire(&key(1), &a, 2_000, &NONE).unwrap()
+    };
+    assert!(take(T0).lease.is_some());
+    assert!(take(T0 + 10).lease.is_some());
+    let third = take(T0 + 20);
+    assert_eq!(
+        (third.verdict.reason, third.lease),
+        (Reason::Inflight, None)
+    );
+    assert_eq!(third.verdict.retry_after_ms, 1_980);
+    assert_eq!(take(T0 + 1_999).verdict.reason, Reason::Inflight);
+    assert!(take(T0 + 2_000).verdict.allowed);
+    let st = s.stats().unwrap();
+    assert_eq!((st.counters.leases_expired, st.live_leases), (1, 2));
+}
+
+pub fn a_lease_is_released_by_its_token_from_another_connection<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut holder = b.open(clock.clock());
+    let token = holder
+        .acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
+        .unwrap()
+        .lease
+        .unwrap();
+    // The token alone, as text, is all another process (or host) needs.
+    let token = LeaseToken::parse(token.to_string().as_bytes()).unwrap();
+    let mut other = b.open(clock.clock());
+    assert_eq!(other.release(&[token], &NONE).unwrap(), 1);
+    assert!(allowed(&mut holder, &key(1), &ask(5, 1_000, 1)));
+}
+
+pub fn release_is_idempotent<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let lease = s
+        .acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
+        .unwrap()
+        .lease
+        .unwrap();
+    assert_eq!(s.release(&[lease], &NONE).unwrap(), 1);
+    assert_eq!(s.release(&[lease], &NONE).unwrap(), 0);
+    assert!(allowed(&mut s, &key(1), &ask(5, 1_000, 1)));
+}
+
+pub fn an_expired_lease_is_not_released<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let lease = s
+        .acquire(&key(1), &ask(5, 1_000, 1), 1_000, &NONE)
+        .unwrap()
+        .lease
+        .unwrap();
+    clock.set(T0 + 1_000);
+    assert_eq!(s.release(&[lease], &NONE).unwrap(), 0);
+}
+
+pub fn a_token_naming_another_bucket_frees_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let lease = s
+        .acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
+        .unwrap()
+        .lease
+        .unwrap();
+    let forged = LeaseToken {
+        id: lease.id,
+        key: key(2),
+    };
+    let unknown = LeaseToken {
+        id: LeaseId([0x5a; 16]),
+        key: lease.key,
+    };
+    assert_eq!(s.release(&[forged, unknown], &NONE).unwrap(), 0);
+    assert_eq!(
+        s.acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .reason,
+        Reason::Inflight
+    );
+}
+
+pub fn reset_forgets_bucket_and_leases<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    assert!(allowed(&mut s, &key(1), &ask(1, 60_000, 1)));
+    assert!(s.reset(&key(1), &NONE).unwrap());
+    assert!(!s.reset(&key(1), &NONE).unwrap());
+    assert!(allowed(&mut s, &key(1), &ask(1, 60_000, 1)));
+    let st = s.stats().unwrap();
+    assert_eq!((st.entries, st.live_leases), (1, 1));
+}
+
+pub fn peek_writes_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let v = s.peek(&key(1), &Policy::new(5, 1_000).unwrap()).unwrap();
+    assert_eq!((v.allowed, v.remaining), (true, 5));
+    let st = s.stats().unwrap();
+    assert_eq!((st.entries, st.counters.allowed), (0, 0));
+}
+
+pub fn a_backwards_clock_is_counted_and_mints_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = ask(1, 1_000, 0);
+    assert!(allowed(&mut s, &key(1), &a));
+    clock.set(T0 - 3_600_000);
+    let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+    assert_eq!(v.reason, Reason::Rate);
+    clock.set(T0 + 999);
+    assert!(!allowed(&mut s, &key(1), &a), "the stamp moved back");
+    assert_eq!(s.stats().unwrap().counters.clock_regressions, 1);
+}
+
+pub fn counts_of_reset_buckets_stay_in_the_totals<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let slow = ask(1, 3_600_000, 0);
+    assert!(allowed(&mut s, &key(1), &slow));
+    assert!(!allowed(&mut s, &key(1), &slow));
+    assert!(s.reset(&key(1), &NONE).unwrap());
+    let st = s.stats().unwrap();
+    assert_eq!(
+        (st.counters.allowed, st.counters.denied_rate, st.entries),
+        (1, 1, 0)
+    );
+}
+
+pub fn unwritten_counts_are_added_by_the_next_step<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let carried = Counters {
+        unavailable: 3,
+        ..NONE
+    };
+    s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &carried)
+        .unwrap();
+    s.reset(&key(9), &carried).unwrap();
+    let c = b.open(clock.clock()).stats().unwrap().counters;
+    assert_eq!((c.unavailable, c.allowed), (6, 1));
+}
+
+pub fn scopes_of_one_subject_are_separate_buckets<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let login = key(1);
+    let api = BucketKey {
+        bucket: [2; 16],
+        group: login.group,
+    };
+    assert!(allowed(&mut s, &login, &ask(1, 60_000, 0)));
+    assert!(allowed(&mut s, &api, &ask(1, 60_000, 0)));
+    assert!(!allowed(&mut s, &login, &ask(1, 60_000, 0)));
+}
+
+/// tests/vectors/decisions.tsv, step by step, each case on a bucket of its own: what every
+/// backend must answer (the same file will check a Redis script against the core).
+pub fn the_decision_vectors_hold<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let mut cases = std::collections::HashMap::new();
+    let mut steps = 0;
+    for v in vectors::decisions() {
+        let n = cases.len() as u8 + 1;
+        let k = *cases.entry(v.case.clone()).or_insert_with(|| key(n));
+        clock.set(T0 + v.t);
+        let a = Ask {
+            policy: Policy::new(v.limit, v.per_ms).unwrap(),
+            cost: v.cost,
+            max_inflight: v.inflight,
+        };
+        let got = s.acquire(&k, &a, v.ttl_ms, &NONE).unwrap().verdict;
+        let got = (
+            got.allowed,
+            got.reason.as_str().to_string(),
+            got.remaining,
+            got.retry_after_ms,
+            got.reset_after_ms,
+            got.next_token_ms,
+        );
+        assert_eq!(got, v.expect, "{v:?}");
+        steps += 1;
+    }
+    assert!(
+        steps >= 20 && cases.len() >= 6,
+        "{steps} steps in {} cases",
+        cases.len()
+    );
+}
+
+pub mod vectors {
+    #[derive(Debug)]
+    pub struct Step {
+        pub case: String,
+        pub limit: u64,
+        pub per_ms: u64,
+        pub inflight: u64,
+        pub ttl_ms: u64,
+        pub t: i64,
+        pub cost: u64,
+        pub expect: (bool, String, u64, u64, u64, u64),
+    }
+
+    pub fn decisions() -> Vec<Step> {
+        include_str!("../vectors/decisions.tsv")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                assert_eq!(f.len(), 13, "bad vector line {l:?}");
+                let n = |i: usize| f[i].parse::<u64>().unwrap_or_else(|_| panic!("{l:?}"));
+                Step {
+                    case: f[0].to_string(),
+                    limit: n(1),
+                    per_ms: n(2),
+                    inflight: n(3),
+                    ttl_ms: n(4),
+                    t: f[5].parse().unwrap(),
+                    cost: n(6),
+                    expect: (f[7] == "1", f[8].to_string(), n(9), n(10), n(11), n(12)),
+                }
+            })
+            .collect()
+    }
+}
