@@ -2,12 +2,10 @@
 ratelimit_acquire(): a bucket of $limit tokens admits $limit calls, then denies with reason "rate"
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-acquire_basic/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $d = ratelimit_acquire('alice', 3, 60);
 var_dump($d instanceof RateLimit\Decision, $d->allowed, $d->reason, $d->limit, $d->remaining,

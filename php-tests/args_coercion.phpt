@@ -2,12 +2,10 @@
 Arguments coerce as for any built-in function in non-strict mode: int for $per, numeric strings, int subject, bool
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-args_coercion/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 // Numeric strings for $limit and $per.
 $d = ratelimit_acquire('c1', '3', '60');

@@ -2,13 +2,11 @@
 declare(strict_types=1): no coercion (TypeError), except int for the float $per
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-args_strict_types/db.sqlite
 --FILE--
 <?php
 declare(strict_types=1);
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 function t(callable $fn): void {
     try {

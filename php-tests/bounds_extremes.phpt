@@ -2,12 +2,10 @@
 Extreme allowed inputs (limit 10^12, per 0.001 .. 10^9 s, cost = limit) work without overflow
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-bounds_extremes/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 const T = 1000000000000;   // 10^12
 const G = 1000000000;      // 10^9
 

@@ -3,13 +3,12 @@ A wall clock behind a bucket's stored time (faketime) mints no tokens, never mov
 --EXTENSIONS--
 ratelimit
 --INI--
-ratelimit.db_path={TMP}/rl-phpt-clock_backwards_mints_nothing/db.sqlite
 --SKIPIF--
 <?php if (!glob('/usr/lib/*/faketime/libfaketime.so.1')) die('skip faketime (libfaketime) needed');
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 // PHP dlopen()s extensions with RTLD_DEEPBIND, so the extension's own clock_gettime() calls bypass
 // the `faketime` wrapper's LD_PRELOAD. Preloading the extension too (after libfaketime) puts it in
 // the global scope, where libfaketime's clock wins.

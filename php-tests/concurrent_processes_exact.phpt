@@ -2,12 +2,10 @@
 Several processes at once share one bucket: exactly $limit calls admitted in total, and in-flight slots hold across processes
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-concurrent_processes_exact/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 ratelimit_stats();   // creates the database
 
 $code = '$at = (float)getenv("RL_START_AT"); while (microtime(true) < $at) usleep(200);'

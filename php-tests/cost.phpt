@@ -2,12 +2,10 @@
 $cost takes that many tokens; a denial takes nothing; retryAfter waits for $cost tokens
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-cost/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 // 10 tokens per 60 s: one token every 6 s.
 $d = ratelimit_acquire('c', 10, 60, cost: 4);

@@ -2,12 +2,10 @@
 RateLimit\Decision: every field has its documented type, for an allowed and a denied decision
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-decision_fields/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 function show(RateLimit\Decision $d): void {
     foreach (['allowed', 'reason', 'limit', 'remaining', 'retryAfter', 'resetAfter', 'lease', 'scope'] as $p) {

@@ -2,12 +2,10 @@
 RateLimit\Decision::headers(): RateLimit-Policy and RateLimit fields, plus Retry-After on denials
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-decision_headers/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 // Fresh bucket of 5 per 60 s, one taken: 4 left, next token in exactly 12 s.
 $d = ratelimit_acquire('203.0.113.5', 5, 60);

@@ -2,12 +2,10 @@
 RateLimit\Decision is final and its properties cannot be written, unset or added
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-decision_readonly_final/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $rc = new ReflectionClass(RateLimit\Decision::class);
 var_dump($rc->isFinal(), $rc->isInternal());

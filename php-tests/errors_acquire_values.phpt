@@ -2,12 +2,10 @@
 ratelimit_acquire(): ValueError for every argument out of its bounds; bounds themselves accepted; nothing allowed by an error
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-errors_acquire_values/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $ok = 0;
 $try = function (callable $fn) use (&$ok) {

@@ -2,12 +2,10 @@
 ratelimit_peek() and ratelimit_reset(): ValueError for arguments out of bounds, with their own function names and argument numbers
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-errors_peek_reset_values/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 echo "-- peek\n";
 rl_throws(fn() => ratelimit_peek(''));

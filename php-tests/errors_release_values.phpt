@@ -2,12 +2,10 @@
 ratelimit_release(): ValueError for a string that is not a lease token (version 1: "1" and 96 lowercase hexadecimal characters)
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-errors_release_values/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $bad = [
     '',

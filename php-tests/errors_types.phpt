@@ -2,12 +2,10 @@
 TypeError and ArgumentCountError in PHP's own wording for arguments of the wrong type (non-strict mode)
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-errors_types/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 echo "-- acquire\n";
 rl_throws(fn() => ratelimit_acquire([]));

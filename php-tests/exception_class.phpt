@@ -2,12 +2,10 @@
 RateLimit\Exception extends RuntimeException and can be constructed and caught from PHP
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-exception_class/db.sqlite
 --FILE--
 <?php
 require_once __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 $rc = new ReflectionClass(RateLimit\Exception::class);
 var_dump($rc->getParentClass()->getName(), $rc->isFinal(), $rc->isAbstract());
 $e = new RateLimit\Exception('boom', 7);

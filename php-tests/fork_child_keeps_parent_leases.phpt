@@ -3,12 +3,10 @@ A child forked during a request (pcntl_fork) does not release its parent's lease
 --EXTENSIONS--
 ratelimit
 pcntl
---INI--
-ratelimit.db_path={TMP}/rl-phpt-fork_child_keeps_parent_leases/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $d = ratelimit_acquire('parent', 100, 3600, 1);
 var_dump($d->allowed, $d->lease !== null);

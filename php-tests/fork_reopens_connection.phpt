@@ -4,12 +4,10 @@ After a fork (pcntl_fork, as FPM forks its workers), parent and child both keep 
 ratelimit
 pcntl
 posix
---INI--
-ratelimit.db_path={TMP}/rl-phpt-fork_reopens_connection/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-$dir = rl_test_dir();
+$dir = rl_isolate();
 
 ratelimit_acquire('before-fork', 100, 3600);   // the connection is open in the parent now
 $pid = pcntl_fork();

@@ -3,12 +3,11 @@ $inflight: at most that many live leases; reason "inflight" when tokens suffice,
 --EXTENSIONS--
 ratelimit
 --INI--
-ratelimit.db_path={TMP}/rl-phpt-inflight_denial/db.sqlite
 ratelimit.lease_ttl=5
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $a = ratelimit_acquire('f', 10, 60, 2);
 $b = ratelimit_acquire('f', 10, 60, 2);

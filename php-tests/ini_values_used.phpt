@@ -3,14 +3,13 @@ php.ini values are the defaults of null arguments: limit, per, inflight; an expl
 --EXTENSIONS--
 ratelimit
 --INI--
-ratelimit.db_path={TMP}/rl-phpt-ini_values_used/db.sqlite
 ratelimit.limit=7
 ratelimit.per=14
 ratelimit.inflight=1
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $d = ratelimit_acquire('x');
 echo "limit=$d->limit remaining=$d->remaining lease=", strlen((string)$d->lease), " ", $d->headers()['RateLimit-Policy'], "\n";

@@ -3,12 +3,11 @@ ratelimit.ipv6_prefix: 128 keeps every IPv6 address apart (still in one canonica
 --EXTENSIONS--
 ratelimit
 --INI--
-ratelimit.db_path={TMP}/rl-phpt-ip_ipv6_prefix_setting/db.sqlite
 ratelimit.ipv6_prefix=128
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-$dir = rl_test_dir();
+$dir = rl_isolate();
 
 echo "prefix ", ini_get('ratelimit.ipv6_prefix'), ":\n";
 ratelimit_acquire('2001:db8::1', 100, 3600);
@@ -17,11 +16,12 @@ foreach (['2001:db8::1', '2001:0db8:0000:0000:0000:0000:0000:0001', '2001:DB8::0
     echo "  ", var_export($f, true), " ", ratelimit_peek($f, 100, 3600)->remaining, "\n";
 }
 
-// Another database, prefix 48, in a child.
+// Another store, prefix 48, in a child.
 $code = 'ratelimit_acquire("2001:db8:aa:1::1", 100, 3600);'
     . 'foreach (["2001:db8:aa:1::1", "2001:db8:aa:ffff::9", "2001:db8:aa::", "2001:db8:ab:1::1", "2001:db8:a:1::1"] as $f)'
     . ' echo "  ", var_export($f, true), " ", ratelimit_peek($f, 100, 3600)->remaining, "\n";';
-$r = rl_run(['ratelimit.db_path' => "$dir/p48.sqlite", 'ratelimit.ipv6_prefix' => '48'], $code);
+mkdir("$dir/p48");
+$r = rl_run(rl_backend_ini('ip_ipv6_prefix_setting-p48', "$dir/p48") + ['ratelimit.ipv6_prefix' => '48'], $code);
 echo "prefix 48:\n", $r['out'], $r['err'];
 ?>
 --CLEAN--

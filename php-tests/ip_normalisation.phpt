@@ -2,12 +2,10 @@
 IP subjects: IPv4-mapped IPv6 shares the IPv4 bucket; IPv6 is cut to ratelimit.ipv6_prefix (64) bits; other strings are taken as they are
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-ip_normalisation/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 // Each group: the first subject takes one token of 100; then every other form is peeked.
 $groups = [

@@ -3,12 +3,11 @@ A lease of a process killed with SIGKILL is not freed at once, but expires ratel
 --EXTENSIONS--
 ratelimit
 --INI--
-ratelimit.db_path={TMP}/rl-phpt-lease_expiry_after_sigkill/db.sqlite
 ratelimit.lease_ttl=1
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 [$proc, $pipes] = rl_spawn([], '$d = ratelimit_acquire("k", 10, 60, 1);'
     . 'echo $d->allowed ? "held\n" : "denied $d->reason\n"; fflush(STDOUT); sleep(30);');

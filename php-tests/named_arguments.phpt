@@ -2,12 +2,10 @@
 Named arguments work for every function, in any order, skipping optional ones
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-named_arguments/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $d = ratelimit_acquire('192.0.2.1', limit: 5, per: 60);
 echo "1: limit=$d->limit remaining=$d->remaining ", $d->headers()['RateLimit-Policy'], "\n";

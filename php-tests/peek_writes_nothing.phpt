@@ -2,12 +2,10 @@
 ratelimit_peek(): answers what a cost-1 call would get, and writes nothing (no row, no counter, no token)
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-peek_writes_nothing/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $s0 = ratelimit_stats();
 $d = ratelimit_peek('ghost', 5, 60);

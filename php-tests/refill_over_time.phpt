@@ -2,12 +2,10 @@
 Refill: tokens come back continuously at $limit per $per seconds, up to $limit; retryAfter is when a retry succeeds
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-refill_over_time/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 // 2 tokens per 0.2 s: one every 100 ms.
 ratelimit_acquire('r', 2, 0.2);

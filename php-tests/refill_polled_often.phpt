@@ -2,12 +2,10 @@
 Refill: a bucket polled more often than it earns one milli-token still refills on time (the time base keeps the fraction)
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-refill_polled_often/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 // 1 token per 2 s: one milli-token every 2 ms; polled about every 0.3 ms.
 $d = ratelimit_acquire('slow', 1, 2.0);

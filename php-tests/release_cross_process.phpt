@@ -2,12 +2,10 @@
 ratelimit_release() by lease string frees a lease another process holds (once); that process's request end then frees nothing more
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-release_cross_process/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 [$proc, $pipes] = rl_spawn([], '$d = ratelimit_acquire("cross", 10, 60, 1); echo $d->lease, "\n"; fflush(STDOUT);'
     . 'fgets(STDIN); echo "child sees live_leases=", ratelimit_stats()["live_leases"], "\n";');

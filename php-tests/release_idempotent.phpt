@@ -2,12 +2,10 @@
 ratelimit_release(): frees the slot; true only for the call that freed a live lease, false afterwards
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-release_idempotent/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $d1 = ratelimit_acquire('w', 10, 60, 1);
 var_dump($d1->allowed, preg_match('/^1[0-9a-f]{96}$/', $d1->lease));

@@ -2,12 +2,10 @@
 A lease the script did not release ends with its request (the CLI process), also after exit()
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-request_end_release/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $take = '$d = ratelimit_acquire("job", 10, 60, 1);'
     . 'echo $d->allowed ? "child took lease\n" : "child denied: $d->reason\n";'

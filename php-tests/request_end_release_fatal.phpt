@@ -2,12 +2,10 @@
 A lease ends with its request also when the request dies of a fatal error (uncaught exception, memory exhaustion, E_USER_ERROR)
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-request_end_release_fatal/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $deaths = [
     'uncaught' => 'undefined_function_xyz();',

@@ -2,12 +2,10 @@
 ratelimit_reset(): forgets one subject's bucket and leases in one scope; true only when there was something to forget
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-reset/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 var_dump(ratelimit_reset('nobody'));
 

@@ -2,12 +2,10 @@
 Buckets (and leases) of different scopes are independent for the same subject
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-scopes_independent/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $ip = '198.51.100.20';
 $show = function (RateLimit\Decision $d) {

@@ -2,12 +2,10 @@
 ratelimit_stats(): the nine counters and gauges, host-wide (shared with other processes)
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-stats_counters/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $s = ratelimit_stats();
 $keys = array_keys($s);

@@ -2,12 +2,10 @@
 stubs/ratelimit.stub.php declares exactly what the loaded extension reports through Reflection
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-stub_matches_reflection/db.sqlite
 --FILE--
 <?php
 require_once __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 require __DIR__ . '/_reflect.inc';
 $stub = dirname(__DIR__) . '/stubs/ratelimit.stub.php';
 

@@ -2,12 +2,10 @@
 Subjects are binary-safe byte strings: NUL bytes, UTF-8 and 1024-byte subjects each have a bucket of their own
 --EXTENSIONS--
 ratelimit
---INI--
-ratelimit.db_path={TMP}/rl-phpt-subject_binary_safe/db.sqlite
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
-rl_test_dir();
+rl_isolate();
 
 $long = str_repeat('L', 1023);
 $subjects = ["a\0b", 'a', "a\0c", "a\0", "caf\u{e9}", "cafe\u{301}", $long . 'x', $long . 'y', "\xff\xfe", ' '];

@@ -6,7 +6,7 @@ ratelimit
 ratelimit.db_path={TMP}/rl-phpt-ini_defaults/db.sqlite
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_test_dir();
 
 $entries = (new ReflectionExtension('ratelimit'))->getINIEntries();
@@ -31,7 +31,7 @@ printf("resetAfter %.3f\n", $d->resetAfter);
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('ini_defaults');
 ?>
 --EXPECT--

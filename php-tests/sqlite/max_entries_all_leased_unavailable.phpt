@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-max_entries_all_leased_unavailable/db.sqlite
 ratelimit.max_entries=3
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_test_dir();
 
 $la = ratelimit_acquire('a', 10, 3600, 2);
@@ -31,7 +31,7 @@ echo "entries={$s['entries']} evicted={$s['evicted']} a=", ratelimit_peek('a', 1
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('max_entries_all_leased_unavailable');
 ?>
 --EXPECT--

@@ -6,7 +6,7 @@ ratelimit
 ratelimit.db_path={TMP}/rl-phpt-key_file_default_created/db.sqlite
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 $key = ini_get('ratelimit.db_path') . '.key';
 
@@ -34,7 +34,7 @@ echo "other key: ", filesize("$dir/other.sqlite.key"), " bytes, differs: ", var_
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('key_file_default_created');
 ?>
 --EXPECT--

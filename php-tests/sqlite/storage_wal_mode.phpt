@@ -6,7 +6,7 @@ ratelimit
 ratelimit.db_path={TMP}/rl-phpt-storage_wal_mode/db.sqlite
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();   // created after module startup: nothing may have been opened yet
 $db = ini_get('ratelimit.db_path');
 
@@ -21,7 +21,7 @@ echo "WAL file: ", var_export(is_file("$db-wal"), true), "\n";
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('storage_wal_mode');
 ?>
 --EXPECT--

@@ -10,7 +10,7 @@ ratelimit.fail_open=1
 <?php if (!trim((string)shell_exec('command -v sqlite3'))) die('skip sqlite3 CLI needed');
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 require __DIR__ . '/_busy.inc';
 rl_test_dir();
 
@@ -34,7 +34,7 @@ echo "unavailable={$s['unavailable']} live_leases={$s['live_leases']}\n";
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('busy_storage_fail_open');
 ?>
 --EXPECT--

@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-max_entries_drained_first/db.sqlite
 ratelimit.max_entries=3
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_test_dir();
 
 ratelimit_acquire('b', 10, 3600);       // least recently used
@@ -27,7 +27,7 @@ echo "entries={$s['entries']} evicted={$s['evicted']} b=", ratelimit_peek('b', 1
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('max_entries_drained_first');
 ?>
 --EXPECT--

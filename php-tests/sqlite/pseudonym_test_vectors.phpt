@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-pseudonym_test_vectors/db.sqlite
 ratelimit.key_file={TMP}/rl-phpt-pseudonym_test_vectors/test.key
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 $key = implode('', array_map('chr', range(0, 31)));   // 00 01 02 ... 1f
 file_put_contents(ini_get('ratelimit.key_file'), $key);
@@ -40,7 +40,7 @@ foreach ($vectors as [$scope, $subject, $norm, $hex]) {
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('pseudonym_test_vectors');
 ?>
 --EXPECT--

@@ -6,7 +6,7 @@ ratelimit
 ratelimit.db_path={TMP}/rl-phpt-ini_invalid_values/db.sqlite
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 
 $cases = [
@@ -47,7 +47,7 @@ echo $r['out'], "stderr: ", var_export($r['err'], true), "\n";
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('ini_invalid_values');
 ?>
 --EXPECT--

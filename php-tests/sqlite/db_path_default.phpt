@@ -6,7 +6,7 @@ ratelimit
 ratelimit.db_path={TMP}/rl-phpt-db_path_default/parent.sqlite
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 
 // The child's temp dir is our test dir (TMPDIR), and it sets no db_path.
@@ -26,7 +26,7 @@ echo $r['out'], $r['err'];
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('db_path_default');
 ?>
 --EXPECT--

@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-phpinfo/db.sqlite
 ratelimit.key_file={TMP}/rl-phpt-phpinfo/secret.key
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 $keyPath = ini_get('ratelimit.key_file');
 $key = "K3y-Bytes-Never-Shown-0123456789";   // 32 bytes
@@ -47,7 +47,7 @@ check($after, "$dir/other.sqlite", "$dir/other.sqlite.key", $k === false ? 'none
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('phpinfo');
 ?>
 --EXPECT--

@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-key_file_short_error/db.sqlite
 ratelimit.key_file={TMP}/rl-phpt-key_file_short_error/short.key
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 $short = ini_get('ratelimit.key_file');
 file_put_contents($short, str_repeat("\x42", 31));
@@ -38,7 +38,7 @@ echo "32 bytes: ", $r['out'], $r['err'];
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('key_file_short_error');
 ?>
 --EXPECT--

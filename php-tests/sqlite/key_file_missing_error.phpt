@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-key_file_missing_error/db.sqlite
 ratelimit.key_file={TMP}/rl-phpt-key_file_missing_error/missing.key
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_test_dir();
 $path = ini_get('ratelimit.key_file');
 
@@ -33,7 +33,7 @@ echo "default key created: ", var_export(file_exists(ini_get('ratelimit.db_path'
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('key_file_missing_error');
 ?>
 --EXPECT--

@@ -6,7 +6,7 @@ ratelimit
 ratelimit.db_path={TMP}/rl-phpt-db_corrupt/db.sqlite
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_test_dir();
 $db = ini_get('ratelimit.db_path');
 $junk = str_repeat("this is not an SQLite database\n", 200);
@@ -24,7 +24,7 @@ echo "file untouched: ", var_export(file_get_contents($db) === $junk, true), "\n
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('db_corrupt');
 ?>
 --EXPECT--

@@ -6,7 +6,7 @@ ratelimit
 ratelimit.db_path={TMP}/rl-phpt-no_subject_bytes_in_files/db.sqlite
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 
 $subjects = ['Zq7-Distinctive-Subject-9xK', 'user@example.org', '198.51.100.77', '2001:db8:abcd:12::77', '::ffff:203.0.113.99'];
@@ -41,7 +41,7 @@ foreach (['db.sqlite', 'db.sqlite-wal', 'db.sqlite-shm', 'db.sqlite-journal'] as
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('no_subject_bytes_in_files');
 ?>
 --EXPECTF--

@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-db_path_not_creatable/no-such-dir/db.sqlite
 ratelimit.key_file={TMP}/rl-phpt-db_path_not_creatable/k.key
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = sys_get_temp_dir() . '/rl-phpt-db_path_not_creatable';
 rl_rmtree($dir);
 mkdir($dir, 0700);
@@ -34,7 +34,7 @@ echo "directory created: ", var_export(is_dir(dirname($db)), true), "\n";
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('db_path_not_creatable');
 ?>
 --EXPECT--

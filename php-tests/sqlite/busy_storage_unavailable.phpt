@@ -9,7 +9,7 @@ ratelimit.busy_timeout_ms=200
 <?php if (!trim((string)shell_exec('command -v sqlite3'))) die('skip sqlite3 CLI needed');
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 require __DIR__ . '/_busy.inc';
 rl_test_dir();
 
@@ -41,7 +41,7 @@ echo "unavailable={$s['unavailable']} allowed={$s['allowed']}\n";
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('busy_storage_unavailable');
 ?>
 --EXPECT--

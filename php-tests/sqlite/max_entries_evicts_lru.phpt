@@ -7,7 +7,7 @@ ratelimit.db_path={TMP}/rl-phpt-max_entries_evicts_lru/db.sqlite
 ratelimit.max_entries=3
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_test_dir();
 
 function use_(string $s): void { ratelimit_acquire($s, 10, 3600); usleep(120000); }
@@ -29,7 +29,7 @@ show();
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('max_entries_evicts_lru');
 ?>
 --EXPECT--
