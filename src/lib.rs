@@ -8,6 +8,7 @@
 pub mod core;
 pub mod keyfile;
 pub mod limiter;
+pub mod opslog;
 pub mod storage;
 
 #[cfg(feature = "php")]

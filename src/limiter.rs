@@ -1,7 +1,10 @@
 //! The limiter: what every backend shares between a PHP call and a [`Store`]. It derives the
 //! bucket's key from the subject, and holds the policy for faults: a transient fault of the
-//! store (busy, timed out, unreachable) is an "unavailable" decision, counted once, and allowed
-//! only when the operator chose `fail_open`, never with a lease; any other fault is an error.
+//! store (busy, timed out, unreachable) or a fault of the storage itself (disk full, I/O error,
+//! read-only, corrupt; counted as `storage_errors` too) is an "unavailable" decision, counted
+//! once, and allowed only when the operator chose `fail_open`, never with a lease; what an
+//! operator must fix first (a path that cannot be created) is an error. Faults, recoveries and
+//! fail-open admissions go to the operations log.
 //! It also keeps the leases the current request holds, so that they are released at its end.
 //! No PHP here: the glue parses arguments, calls this, and builds a `Decision`.
 
@@ -10,7 +13,9 @@ use crate::core::counters::{Counters, Stats};
 use crate::core::decision::{Ask, Reason, Verdict};
 use crate::core::lease::LeaseToken;
 use crate::core::subject::{normalise, BucketKey, Pseudonymizer};
+use crate::opslog::{Event, OpsLog};
 use crate::storage::{Acquired, Store, StoreError};
+use std::sync::Arc;
 
 /// The settings the limiter applies to every call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +34,42 @@ pub struct Limiter {
     unwritten: Counters,
     /// Leases taken during the current request and not yet released.
     held: Vec<LeaseToken>,
+    log: Arc<OpsLog>,
+    /// What failed last, while the store is failing: logged again when it recovers.
+    failing: Option<String>,
 }
 
 impl Limiter {
-    pub fn new(store: Box<dyn Store>, key: &[u8], settings: Settings) -> Self {
+    pub fn new(store: Box<dyn Store>, key: &[u8], settings: Settings, log: Arc<OpsLog>) -> Self {
         Self {
             store,
             pseudonymizer: Pseudonymizer::new(key),
             settings,
             unwritten: Counters::default(),
             held: Vec::new(),
+            log,
+            failing: None,
+        }
+    }
+
+    /// Whether `e` is answered with an "unavailable" decision; counts and logs it if so.
+    fn undecidable(&mut self, e: &StoreError) -> bool {
+        let decidable = e.is_transient() || e.kind().is_storage_fault();
+        if decidable {
+            if e.kind().is_storage_fault() {
+                self.unwritten.storage_errors += 1;
+                self.log.note(Event::StorageUnavailable, e.what());
+                self.failing = Some(e.what().to_string());
+            }
+        }
+        decidable
+    }
+
+    /// A step succeeded: what it carried is written, and a fault, if any, is over.
+    fn succeeded(&mut self) {
+        self.unwritten = Counters::default();
+        if let Some(what) = self.failing.take() {
+            self.log.note(Event::StorageRecovered, &what);
         }
     }
 
@@ -59,10 +90,10 @@ impl Limiter {
         let ttl = self.settings.lease_ttl_ms;
         let mut acquired = match self.store.acquire(&key, ask, ttl, &self.unwritten) {
             Ok(a) => {
-                self.unwritten = Counters::default();
+                self.succeeded();
                 a
             }
-            Err(e) if e.is_transient() => {
+            Err(e) if self.undecidable(&e) => {
                 self.unwritten.record(Reason::Unavailable);
                 Acquired {
                     verdict: Verdict::unavailable(false),
@@ -78,6 +109,10 @@ impl Limiter {
                 verdict: Verdict::unavailable(self.settings.fail_open),
                 lease: None,
             };
+            if self.settings.fail_open {
+                self.log
+                    .note(Event::FailOpenAdmitting, "ratelimit.fail_open=1");
+            }
         }
         if let Some(token) = acquired.lease {
             self.held.push(token);
@@ -94,7 +129,7 @@ impl Limiter {
     ) -> Result<Verdict, StoreError> {
         let key = self.key(scope, subject);
         match self.store.peek(&key, policy) {
-            Err(e) if e.is_transient() => Ok(Verdict::unavailable(self.settings.fail_open)),
+            Err(e) if self.undecidable(&e) => Ok(Verdict::unavailable(self.settings.fail_open)),
             other => other,
         }
     }
@@ -108,11 +143,11 @@ impl Limiter {
             .release(std::slice::from_ref(token), &self.unwritten)
         {
             Ok(freed) => {
-                self.unwritten = Counters::default();
+                self.succeeded();
                 self.held.retain(|t| t != token);
                 Ok(freed > 0)
             }
-            Err(e) if e.is_transient() => Ok(false),
+            Err(e) if self.undecidable(&e) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -121,7 +156,7 @@ impl Limiter {
     pub fn reset(&mut self, subject: &[u8], scope: &str) -> Result<bool, StoreError> {
         let key = self.key(scope, subject);
         let forgot = self.store.reset(&key, &self.unwritten)?;
-        self.unwritten = Counters::default();
+        self.succeeded();
         Ok(forgot)
     }
 
@@ -137,7 +172,7 @@ impl Limiter {
     pub fn end_request(&mut self) {
         let held = std::mem::take(&mut self.held);
         if !held.is_empty() && self.store.release(&held, &self.unwritten).is_ok() {
-            self.unwritten = Counters::default();
+            self.succeeded();
         }
     }
 
@@ -235,7 +270,12 @@ mod tests {
             ipv6_prefix: 64,
         };
         (
-            Limiter::new(Box::new(Fake(Rc::clone(&script))), &[0; 32], settings),
+            Limiter::new(
+                Box::new(Fake(Rc::clone(&script))),
+                &[0; 32],
+                settings,
+                OpsLog::none(),
+            ),
             script,
         )
     }
@@ -289,17 +329,59 @@ mod tests {
     }
 
     #[test]
-    fn a_lasting_fault_is_an_error_not_a_decision() {
-        for kind in [
-            ErrorKind::Corrupt,
-            ErrorKind::Misconfigured,
-            ErrorKind::Io,
-            ErrorKind::Full,
-        ] {
-            let (mut l, _) = limiter(&[kind], true);
-            let e = l.acquire(b"s", "default", &ask(0)).unwrap_err();
-            assert_eq!(e.kind(), kind);
+    fn a_storage_fault_is_an_unavailable_decision_counted_as_a_storage_error() {
+        for kind in [ErrorKind::Corrupt, ErrorKind::Io, ErrorKind::Full] {
+            let (mut l, _) = limiter(&[kind], false);
+            let a = l.acquire(b"s", "default", &ask(1)).unwrap();
+            assert_eq!(
+                (a.verdict.allowed, a.verdict.reason),
+                (false, Reason::Unavailable)
+            );
+            let c = l.stats().unwrap().counters;
+            assert_eq!((c.unavailable, c.storage_errors), (1, 1), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn decisions_resume_when_the_storage_fault_ends() {
+        let (mut l, script) = limiter(&[ErrorKind::Full, ErrorKind::Full], false);
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        assert!(l.acquire(b"s", "default", &ask(0)).unwrap().verdict.allowed);
+        let w = script.borrow().written;
+        assert_eq!(
+            (w.unavailable, w.storage_errors),
+            (2, 2),
+            "written once, by the next step"
+        );
+    }
+
+    #[test]
+    fn misconfiguration_is_an_error_not_a_decision() {
+        let (mut l, _) = limiter(&[ErrorKind::Misconfigured], true);
+        let e = l.acquire(b"s", "default", &ask(0)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    }
+
+    #[test]
+    fn a_fault_and_its_end_are_logged_once_each() {
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = {
+            let lines = Arc::clone(&lines);
+            OpsLog::new(
+                move |l| lines.lock().unwrap().push(l.to_string()),
+                Arc::new(|| 0),
+            )
+        };
+        let (mut l, _) = limiter(&[ErrorKind::Full, ErrorKind::Full, ErrorKind::Full], false);
+        l.log = log;
+        for _ in 0..4 {
+            l.acquire(b"secret-subject", "default", &ask(0)).unwrap();
+        }
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("storage unavailable") && lines[1].contains("available again"));
+        assert!(lines.iter().all(|l| !l.contains("secret-subject")));
     }
 
     #[test]

@@ -11,15 +11,7 @@ use ratelimit::storage::{Clock, ErrorKind, Store};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const NONE: Counters = Counters {
-    allowed: 0,
-    denied_rate: 0,
-    denied_inflight: 0,
-    unavailable: 0,
-    leases_expired: 0,
-    evicted: 0,
-    clock_regressions: 0,
-};
+use conformance::NONE;
 
 /// One database file in a temporary directory of its own.
 struct SqliteFile {
@@ -192,8 +184,10 @@ fn a_database_in_a_missing_directory_cannot_be_opened() {
     assert!(err.to_string().contains("/nonexistent/dir/rl.sqlite"));
 }
 
+/// Opening has a budget of its own (the larger of busy_timeout_ms and 1 s), so that workers
+/// racing on a fresh file on a loaded host are not answered "unavailable"; it stays bounded.
 #[test]
-fn opening_a_locked_new_file_gives_up_within_the_timeout() {
+fn opening_a_locked_new_file_gives_up_within_the_open_budget() {
     let f = SqliteFile::new();
     let holder = rusqlite::Connection::open(&f.path).unwrap();
     holder
@@ -209,8 +203,8 @@ fn opening_a_locked_new_file_gives_up_within_the_timeout() {
         "{:?}",
         r.err()
     );
-    assert!(waited >= Duration::from_millis(90), "{waited:?}");
-    assert!(waited < Duration::from_millis(250), "{waited:?}");
+    assert!(waited >= Duration::from_millis(990), "{waited:?}");
+    assert!(waited < Duration::from_millis(1_300), "{waited:?}");
 }
 
 #[test]

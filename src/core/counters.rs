@@ -13,6 +13,13 @@ pub struct Counters {
     pub leases_expired: u64,
     pub evicted: u64,
     pub clock_regressions: u64,
+    /// Buckets moved from the previous key's pseudonym to the current one (key rotation).
+    pub keys_migrated: u64,
+    /// Times a process found the database file removed or replaced, and opened the path anew.
+    pub reopened: u64,
+    /// Storage faults met while deciding (disk full, I/O error, read-only, corrupt): each was
+    /// an "unavailable" decision.
+    pub storage_errors: u64,
 }
 
 impl Counters {
@@ -34,6 +41,9 @@ impl Counters {
         self.leases_expired += o.leases_expired;
         self.evicted += o.evicted;
         self.clock_regressions += o.clock_regressions;
+        self.keys_migrated += o.keys_migrated;
+        self.reopened += o.reopened;
+        self.storage_errors += o.storage_errors;
     }
 
     pub fn is_zero(&self) -> bool {
@@ -41,7 +51,7 @@ impl Counters {
     }
 
     /// Named pairs, in the order `ratelimit_stats()` lists them.
-    pub fn named(&self) -> [(&'static str, u64); 7] {
+    pub fn named(&self) -> [(&'static str, u64); 10] {
         [
             ("allowed", self.allowed),
             ("denied_rate", self.denied_rate),
@@ -50,6 +60,9 @@ impl Counters {
             ("leases_expired", self.leases_expired),
             ("evicted", self.evicted),
             ("clock_regressions", self.clock_regressions),
+            ("keys_migrated", self.keys_migrated),
+            ("reopened", self.reopened),
+            ("storage_errors", self.storage_errors),
         ]
     }
 }
@@ -100,10 +113,16 @@ mod tests {
             leases_expired: 5,
             evicted: 6,
             clock_regressions: 7,
+            keys_migrated: 8,
+            reopened: 9,
+            storage_errors: 10,
         };
         let mut sum = one;
         sum.add(&one);
-        assert_eq!(sum.named().map(|(_, v)| v), [2, 4, 6, 8, 10, 12, 14]);
+        assert_eq!(
+            sum.named().map(|(_, v)| v),
+            [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]
+        );
         assert!(!sum.is_zero() && Counters::default().is_zero());
     }
 }

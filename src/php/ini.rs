@@ -98,6 +98,25 @@ unsafe extern "C" fn on_modify(
     .unwrap_or(-1)
 }
 
+unsafe extern "C" {
+    /// PHP's error log (the `error_log` destination, else the SAPI's log), never the response.
+    /// Exported by every PHP 8 binary.
+    fn php_log_err_with_severity(message: *const std::ffi::c_char, syslog_type: c_int);
+}
+
+/// syslog's LOG_NOTICE.
+const LOG_NOTICE: c_int = 5;
+
+/// One line of the operations log, into PHP's error log.
+pub fn log_error(message: &str) {
+    let Ok(msg) = CString::new(message.replace('\0', "")) else {
+        return;
+    };
+    // SAFETY: a NUL-terminated string that outlives the call; PHP copies what it keeps. Only
+    // called from a PHP call or request shutdown, on the thread that runs the request.
+    unsafe { php_log_err_with_severity(msg.as_ptr(), LOG_NOTICE) };
+}
+
 /// A PHP warning (at startup: "PHP Warning: PHP Startup: ...").
 pub fn warn(message: &str) {
     let Ok(msg) = CString::new(message.replace('\0', "")) else {

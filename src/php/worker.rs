@@ -5,6 +5,7 @@
 use crate::core::config::Config;
 use crate::keyfile;
 use crate::limiter::{Limiter, Settings};
+use crate::opslog::OpsLog;
 use crate::php::error::Error;
 use crate::storage::sqlite::SqliteStore;
 use crate::storage::system_clock;
@@ -53,13 +54,15 @@ pub fn with<T>(
             let db_path = config.db_path(&tmp);
             let (key_path, create) = config.key_path(&tmp);
             let key = keyfile::load(&key_path, create).map_err(Error::Key)?;
-            let store = SqliteStore::open(
+            let clock = system_clock();
+            let log = OpsLog::new(super::ini::log_error, Arc::clone(&clock));
+            let store = SqliteStore::new(
                 &db_path,
                 config.sqlite.busy_timeout_ms,
                 config.sqlite.max_entries,
-                system_clock(),
-            )
-            .map_err(Error::Store)?;
+                clock,
+                Arc::clone(&log),
+            );
             let settings = Settings {
                 fail_open: config.fail_open,
                 lease_ttl_ms: config.lease_ttl_ms,
@@ -68,7 +71,7 @@ pub fn with<T>(
             *slot = Some(Worker {
                 pid: std::process::id(),
                 config: Arc::clone(config),
-                limiter: Limiter::new(Box::new(store), &key, settings),
+                limiter: Limiter::new(Box::new(store), &key, settings, log),
             });
         }
         f(&mut slot.as_mut().expect("opened above").limiter)

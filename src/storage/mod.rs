@@ -64,6 +64,13 @@ impl ErrorKind {
             ErrorKind::Busy | ErrorKind::Timeout | ErrorKind::Unreachable
         )
     }
+
+    /// A fault of the storage itself (disk full, I/O error, read-only, damaged): met while
+    /// deciding, it is an "unavailable" decision too, counted as a storage error; it ends when
+    /// the fault does (space freed, file rebuilt), without a restart.
+    pub fn is_storage_fault(self) -> bool {
+        matches!(self, ErrorKind::Corrupt | ErrorKind::Full | ErrorKind::Io)
+    }
 }
 
 /// A fault of the storage, which is never a decision by itself, and never an allow. The message
@@ -96,6 +103,11 @@ impl StoreError {
 
     pub fn is_transient(&self) -> bool {
         self.kind.is_transient()
+    }
+
+    /// What failed, without the backend's error: for the operations log.
+    pub fn what(&self) -> &str {
+        &self.what
     }
 }
 

@@ -56,7 +56,7 @@ pub fn ask(limit: u64, per_ms: u64, inflight: u64) -> Ask {
     }
 }
 
-const NONE: Counters = Counters {
+pub const NONE: Counters = Counters {
     allowed: 0,
     denied_rate: 0,
     denied_inflight: 0,
@@ -64,6 +64,9 @@ const NONE: Counters = Counters {
     leases_expired: 0,
     evicted: 0,
     clock_regressions: 0,
+    keys_migrated: 0,
+    reopened: 0,
+    storage_errors: 0,
 };
 
 fn allowed<S: Store>(s: &mut S, k: &BucketKey, a: &Ask) -> bool {

@@ -9,29 +9,33 @@ pub struct Budget {
     /// Until when the current call may wait; read by the busy handler.
     deadline: Arc<Mutex<Instant>>,
     timeout: Duration,
-    /// Set when opening: the first call after it shares open's deadline instead of a new one
-    /// (they are the same PHP call).
-    armed_by_open: bool,
 }
 
+/// Opening a file (creating it, its schema, switching it to WAL) has a budget of its own, at
+/// least this long, so that a first start is not a fault: workers racing on a fresh file on a
+/// loaded host all get to decide, each within `busy_timeout_ms` once the file is there.
+pub const OPEN_BUDGET: Duration = Duration::from_secs(1);
+
 impl Budget {
-    /// A budget armed from now, for the call that opens the store.
     pub fn new(timeout: Duration) -> Self {
         Self {
             deadline: Arc::new(Mutex::new(Instant::now() + timeout)),
             timeout,
-            armed_by_open: true,
         }
     }
 
-    /// Starts a call's budget: the timeout from now, or what is left of open's when this is
-    /// the first call after it.
+    /// Starts a call's budget: the timeout from now.
     pub fn arm(&mut self) {
-        if std::mem::take(&mut self.armed_by_open) {
-            return;
-        }
-        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
-            Instant::now() + self.timeout;
+        self.arm_for(self.timeout);
+    }
+
+    /// Starts the budget of opening the file.
+    pub fn arm_for_open(&mut self) {
+        self.arm_for(self.timeout.max(OPEN_BUDGET));
+    }
+
+    fn arm_for(&mut self, d: Duration) {
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + d;
     }
 
     pub fn time_left(&self) -> Option<Duration> {

@@ -36,7 +36,9 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
         "UPDATE stats SET allowed = allowed + ?1, denied_rate = denied_rate + ?2,
          denied_inflight = denied_inflight + ?3, unavailable = unavailable + ?4,
          leases_expired = leases_expired + ?5, evicted = evicted + ?6,
-         clock_regressions = clock_regressions + ?7, entries = entries + ?8 WHERE id = 0",
+         clock_regressions = clock_regressions + ?7, keys_migrated = keys_migrated + ?8,
+         reopened = reopened + ?9, storage_errors = storage_errors + ?10,
+         entries = entries + ?11 WHERE id = 0",
     )?
     .execute(params![
         c.allowed as i64,
@@ -46,6 +48,9 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
         c.leases_expired as i64,
         c.evicted as i64,
         c.clock_regressions as i64,
+        c.keys_migrated as i64,
+        c.reopened as i64,
+        c.storage_errors as i64,
         delta.entries
     ])?;
     Ok(())
@@ -80,7 +85,7 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
     let mut s = tx.query_row(
         "SELECT s.allowed + b.allowed, s.denied_rate + b.denied_rate,
          s.denied_inflight + b.denied_inflight, s.unavailable, s.leases_expired, s.evicted,
-         s.clock_regressions, s.entries FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
+         s.clock_regressions, s.keys_migrated, s.reopened, s.storage_errors, s.entries FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
          coalesce(sum(denied_rate), 0) AS denied_rate, coalesce(sum(denied_inflight), 0) AS denied_inflight
          FROM buckets) b WHERE s.id = 0",
         [],
@@ -95,8 +100,11 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
                     leases_expired: n(4)?,
                     evicted: n(5)?,
                     clock_regressions: n(6)?,
+                    keys_migrated: n(7)?,
+                    reopened: n(8)?,
+                    storage_errors: n(9)?,
                 },
-                entries: n(7)?,
+                entries: n(10)?,
                 live_leases: 0,
             })
         },

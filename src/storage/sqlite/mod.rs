@@ -9,6 +9,7 @@
 mod busy;
 mod counts;
 mod evict;
+mod file;
 mod schema;
 mod tx;
 
@@ -17,65 +18,177 @@ use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask, Verdict};
 use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
 use crate::core::subject::BucketKey;
+use crate::opslog::{Event, OpsLog};
 use busy::Budget;
 use counts::Delta;
 use rand::TryRng;
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, ErrorCode, FileControl, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tx::WriteTx;
 
+/// How often a process checks that the path still names the file it has open.
+const MOVED_CHECK: Duration = Duration::from_secs(1);
+
 pub struct SqliteStore {
-    conn: Connection,
+    /// None until the first call, and after the file was found removed, replaced or corrupt:
+    /// the next call opens the path anew.
+    conn: Option<Connection>,
     path: PathBuf,
     max_entries: u64,
     budget: Budget,
     clock: Clock,
+    log: Arc<OpsLog>,
+    /// When the path was last compared with the open file.
+    checked_at: Instant,
+    /// Counts of this store's own events (reopening), written by its next successful step.
+    noted: Counters,
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path`. Call after fork, never before.
+    /// A store of the database at `path`, opened (created if needed) on its first call. Call
+    /// after fork, never before.
+    pub fn new(
+        path: &Path,
+        busy_timeout_ms: u64,
+        max_entries: u64,
+        clock: Clock,
+        log: Arc<OpsLog>,
+    ) -> Self {
+        Self {
+            conn: None,
+            path: path.to_owned(),
+            max_entries,
+            budget: Budget::new(Duration::from_millis(busy_timeout_ms)),
+            clock,
+            log,
+            checked_at: Instant::now(),
+            noted: Counters::default(),
+        }
+    }
+
+    /// A store opened now: an error if the file cannot be opened.
     pub fn open(
         path: &Path,
         busy_timeout_ms: u64,
         max_entries: u64,
         clock: Clock,
     ) -> Result<Self, StoreError> {
+        let mut store = Self::new(path, busy_timeout_ms, max_entries, clock, OpsLog::none());
+        store.connection()?;
+        Ok(store)
+    }
+
+    /// The open connection, opening the path first when there is none, or when the file it
+    /// has open was removed, renamed or replaced (checked at most once per [`MOVED_CHECK`]).
+    fn connection(&mut self) -> Result<&Connection, StoreError> {
+        if let Some(conn) = &self.conn {
+            if self.checked_at.elapsed() >= MOVED_CHECK {
+                self.checked_at = Instant::now();
+                let mut moved = 0;
+                let _ = conn.file_control(Some("main"), FileControl::HasMoved(&mut moved));
+                if moved != 0 {
+                    self.retire();
+                    self.noted.reopened += 1;
+                    self.log
+                        .note(Event::Reopened, &self.path.display().to_string());
+                }
+            }
+        }
+        if self.conn.is_none() {
+            self.budget.arm_for_open();
+            let conn = self.connect()?;
+            self.conn = Some(conn);
+            self.checked_at = Instant::now();
+        }
+        Ok(self.conn.as_ref().expect("opened above"))
+    }
+
+    /// Closes a connection whose file is no longer (or no longer validly) at the path, without
+    /// letting SQLite delete `-wal`/`-shm` by name on close: those names may already belong to
+    /// the new database.
+    fn retire(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            close_keeping_sidecars(conn);
+        }
+    }
+
+    fn connect(&self) -> Result<Connection, StoreError> {
+        let cannot_open = |e: std::io::Error| {
+            StoreError::new(
+                ErrorKind::Misconfigured,
+                format!("cannot open database {}", self.path.display()),
+            )
+            .with_source(e)
+        };
+        // A file that is not there yet is created under the directory lock, with any stale
+        // -wal/-shm cleared first; one that exists is opened without it.
+        let _lock = if self.path.exists() {
+            None
+        } else {
+            let deadline = Instant::now() + self.budget.time_left().unwrap_or_default();
+            match file::DirLock::acquire(&self.path, deadline).map_err(cannot_open)? {
+                Some(lock) => {
+                    file::clear_stale_sidecars(&self.path).map_err(|e| {
+                        StoreError::new(ErrorKind::Io, format!("database {}", self.path.display()))
+                            .with_source(e)
+                    })?;
+                    Some(lock)
+                }
+                None => return Err(StoreError::new(ErrorKind::Busy, "the database is busy")),
+            }
+        };
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|source| {
+        let mut conn = Connection::open_with_flags(&self.path, flags).map_err(|source| {
             StoreError::new(
                 ErrorKind::Misconfigured,
-                format!("cannot open database {}", path.display()),
+                format!("cannot open database {}", self.path.display()),
             )
             .with_source(source)
         })?;
-        let mut store = Self {
-            conn,
-            path: path.to_owned(),
-            max_entries,
-            budget: Budget::new(Duration::from_millis(busy_timeout_ms)),
-            clock,
-        };
-        store
-            .conn
-            .busy_handler(Some(store.budget.handler()))
-            .map_err(|e| store.classify(e))?;
+        conn.busy_handler(Some(self.budget.handler()))
+            .map_err(|e| self.classify(e))?;
         // Every statement of the hot path stays prepared.
-        store.conn.set_prepared_statement_cache_capacity(32);
+        conn.set_prepared_statement_cache_capacity(32);
         // Switching a new file to WAL and creating the schema can report busy without calling
         // the handler (e.g. while another process runs WAL recovery): retry until the deadline,
         // so that workers racing on a fresh file wait rather than answer "unavailable".
         loop {
-            match schema::init(&store.conn).map_err(|e| store.classify(e)) {
-                Err(e) if e.kind() == ErrorKind::Busy => match store.budget.time_left() {
+            match schema::init(&conn).map_err(|e| self.classify(e)) {
+                Err(e) if e.kind() == ErrorKind::Busy => match self.budget.time_left() {
                     Some(left) => std::thread::sleep(Duration::from_micros(500).min(left)),
                     None => return Err(e),
                 },
-                other => return other.map(|()| store),
+                Err(e) if e.kind() == ErrorKind::Corrupt => {
+                    self.quarantine(conn);
+                    return Err(e);
+                }
+                other => return other.map(|()| conn),
             }
         }
+    }
+
+    /// Moves the corrupt file that `conn` has open aside, once: under the directory lock, and
+    /// only while the path still names that file (another process may have done it already),
+    /// then closes `conn`, still under the lock. The next call creates a fresh database. Best
+    /// effort: a failure leaves the file where it is (every call then answers "unavailable").
+    fn quarantine(&self, conn: Connection) {
+        let deadline = Instant::now() + self.budget.time_left().unwrap_or_default();
+        let lock = file::DirLock::acquire(&self.path, deadline);
+        let mut moved = 0;
+        let _ = conn.file_control(Some("main"), FileControl::HasMoved(&mut moved));
+        if matches!(lock, Ok(Some(_))) && moved == 0 {
+            let unix = ((self.clock)() / 1000).max(0) as u64;
+            if file::move_aside(&self.path, unix).is_ok() {
+                self.log
+                    .note(Event::CorruptMovedAside, &self.path.display().to_string());
+            }
+        }
+        close_keeping_sidecars(conn);
+        drop(lock);
     }
 
     /// Turns SQLite's error into the store's, naming the file (never a subject).
@@ -99,6 +212,17 @@ impl SqliteStore {
         StoreError::new(kind, what).with_source(source)
     }
 
+    /// After a failed step: a corrupt file is moved aside and its connection closed, so the
+    /// next call rebuilds it. (After other faults the connection stays: it works again once
+    /// the fault ends, e.g. when space is freed.)
+    fn after_fault(&mut self, e: &StoreError) {
+        if e.kind() == ErrorKind::Corrupt {
+            if let Some(conn) = self.conn.take() {
+                self.quarantine(conn);
+            }
+        }
+    }
+
     /// Runs `f` in one write transaction, with `now` read once the lock is held, and adds its
     /// counts (and the `unwritten` ones) to the stats row in the same transaction. A failure
     /// or a panic anywhere in it rolls everything back (see [`WriteTx`]).
@@ -107,20 +231,58 @@ impl SqliteStore {
         unwritten: &Counters,
         f: impl FnOnce(&Connection, &mut Delta, i64) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
+        self.connection()?;
         self.budget.arm();
         let mut delta = Delta {
             counters: *unwritten,
             entries: 0,
         };
+        delta.counters.add(&self.noted);
+        let conn = self.conn.as_ref().expect("opened above");
         let result = (|| {
-            let tx = WriteTx::begin(&self.conn)?;
-            let out = f(&self.conn, &mut delta, (self.clock)())?;
-            counts::flush(&self.conn, &delta)?;
+            let tx = WriteTx::begin(conn)?;
+            let out = f(conn, &mut delta, (self.clock)())?;
+            counts::flush(conn, &delta)?;
             tx.commit()?;
             Ok(out)
         })();
-        result.map_err(|e| self.classify(e))
+        match result {
+            Ok(out) => {
+                self.noted = Counters::default();
+                Ok(out)
+            }
+            Err(e) => {
+                let e = self.classify(e);
+                self.after_fault(&e);
+                Err(e)
+            }
+        }
     }
+
+    /// Runs a read on the connection, with a fresh wait budget.
+    fn read<T>(
+        &mut self,
+        f: impl FnOnce(&Connection, i64) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        self.connection()?;
+        self.budget.arm();
+        let now = (self.clock)();
+        let result = f(self.conn.as_ref().expect("opened above"), now);
+        result.map_err(|e| {
+            let e = self.classify(e);
+            self.after_fault(&e);
+            e
+        })
+    }
+}
+
+/// Closes a connection without letting SQLite delete `-wal`/`-shm` by name, as the last
+/// connection of a file does: the file is no longer at its path, and those names may already
+/// belong to a new database.
+fn close_keeping_sidecars(conn: Connection) {
+    let mut persist = 1;
+    let _ = conn.file_control(Some("main"), FileControl::PersistWal(&mut persist));
+    drop(conn);
 }
 
 /// A stored bucket and when it was last used.
@@ -240,9 +402,7 @@ impl Store for SqliteStore {
     }
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
-        self.budget.arm();
-        let now = (self.clock)();
-        let stored = read_bucket(&self.conn, key).map_err(|e| self.classify(e))?;
+        let (stored, now) = self.read(|conn, now| Ok((read_bucket(conn, key)?, now)))?;
         Ok(decision::peek(stored.map(|(b, _)| b), policy, now))
     }
 
@@ -274,9 +434,9 @@ impl Store for SqliteStore {
     }
 
     fn stats(&mut self) -> Result<Stats, StoreError> {
-        self.budget.arm();
-        let now = (self.clock)();
-        counts::read(&self.conn, now).map_err(|e| self.classify(e))
+        let mut s = self.read(counts::read)?;
+        s.counters.add(&self.noted);
+        Ok(s)
     }
 }
 

@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS stats (
     leases_expired INTEGER NOT NULL DEFAULT 0,
     evicted INTEGER NOT NULL DEFAULT 0,
     clock_regressions INTEGER NOT NULL DEFAULT 0,
+    keys_migrated INTEGER NOT NULL DEFAULT 0,
+    reopened INTEGER NOT NULL DEFAULT 0,
+    storage_errors INTEGER NOT NULL DEFAULT 0,
     entries INTEGER NOT NULL DEFAULT 0   -- rows in buckets, kept in step so no COUNT(*) is needed
 );
 INSERT OR IGNORE INTO stats (id) VALUES (0);
@@ -41,7 +44,7 @@ INSERT OR IGNORE INTO stats (id) VALUES (0);
 
 /// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only
 /// short-lived limits, which start afresh.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const DROP_OLD_SCHEMA: &str =
     "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;";

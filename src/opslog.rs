@@ -1,0 +1,163 @@
+//! The operations log: each event an operator must know becomes one line of PHP's error log,
+//! at most one line per kind of event per process every ten seconds, with the path (or address)
+//! and how many times it happened since the last line. Never a subject: the texts are made
+//! here from a kind and a path only.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    StorageUnavailable,
+    StorageRecovered,
+    TableFull,
+    KeyChanged,
+    KeysMigrating,
+    Reopened,
+    CorruptMovedAside,
+    FailOpenAdmitting,
+}
+
+const KINDS: usize = 8;
+
+impl Event {
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Event::StorageUnavailable => "storage unavailable, deciding \"unavailable\"",
+            Event::StorageRecovered => "storage available again",
+            Event::TableFull => "table full (ratelimit.max_entries), evicting buckets",
+            Event::KeyChanged => "key changed, now deciding with the new key",
+            Event::KeysMigrating => "key rotation: moving buckets from the previous key",
+            Event::Reopened => "database file removed or replaced, opened the path anew",
+            Event::CorruptMovedAside => "database corrupt, moved aside and rebuilt",
+            Event::FailOpenAdmitting => "ratelimit.fail_open admitting \"unavailable\" decisions",
+        }
+    }
+}
+
+/// Lines at most this often per kind.
+pub const INTERVAL_MS: i64 = 10_000;
+
+/// Which events to write now: pure, time passed in.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    /// Per kind: when its last line was written, and how many came since.
+    kinds: [(Option<i64>, u64); KINDS],
+}
+
+impl Throttle {
+    /// Notes one event at `now`; returns how many to report (this one included) when a line
+    /// is due, None when it is counted for the next line.
+    pub fn note(&mut self, e: Event, now: i64) -> Option<u64> {
+        let (last, since) = &mut self.kinds[e.index()];
+        *since += 1;
+        match *last {
+            Some(t) if now.saturating_sub(t) < INTERVAL_MS && now >= t => None,
+            _ => {
+                *last = Some(now);
+                Some(std::mem::take(since))
+            }
+        }
+    }
+}
+
+/// Where lines go (the PHP glue: PHP's error log), with the clock.
+pub struct OpsLog {
+    sink: Box<dyn Fn(&str) + Send + Sync>,
+    clock: crate::storage::Clock,
+    throttle: Mutex<Throttle>,
+}
+
+impl OpsLog {
+    pub fn new(
+        sink: impl Fn(&str) + Send + Sync + 'static,
+        clock: crate::storage::Clock,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            sink: Box::new(sink),
+            clock,
+            throttle: Mutex::new(Throttle::default()),
+        })
+    }
+
+    /// A log that writes nothing.
+    pub fn none() -> Arc<Self> {
+        Self::new(|_| {}, crate::storage::system_clock())
+    }
+
+    /// Notes `event` about `place` (a path or an address).
+    pub fn note(&self, event: Event, place: &str) {
+        let now = (self.clock)();
+        let due = self
+            .throttle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .note(event, now);
+        if let Some(n) = due {
+            let times = if n == 1 {
+                String::new()
+            } else {
+                format!("; {n} times since the last line")
+            };
+            (self.sink)(&format!("ratelimit: {} ({place}{times})", event.text()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_event_of_a_kind_is_written_at_once() {
+        let mut t = Throttle::default();
+        assert_eq!(t.note(Event::Reopened, 1_000), Some(1));
+        assert_eq!(t.note(Event::TableFull, 1_001), Some(1), "kinds are apart");
+    }
+
+    #[test]
+    fn later_ones_wait_ten_seconds_and_are_counted() {
+        let mut t = Throttle::default();
+        t.note(Event::StorageUnavailable, 0);
+        for now in [1, 500, 9_999] {
+            assert_eq!(t.note(Event::StorageUnavailable, now), None);
+        }
+        assert_eq!(t.note(Event::StorageUnavailable, 10_000), Some(4));
+        assert_eq!(t.note(Event::StorageUnavailable, 10_001), None);
+    }
+
+    #[test]
+    fn a_clock_stepping_back_does_not_silence_a_kind() {
+        let mut t = Throttle::default();
+        t.note(Event::Reopened, 50_000);
+        assert_eq!(t.note(Event::Reopened, 1_000), Some(1));
+    }
+
+    #[test]
+    fn a_line_names_the_place_and_the_count() {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let now = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let log = {
+            let (lines, now) = (Arc::clone(&lines), Arc::clone(&now));
+            OpsLog::new(
+                move |l| lines.lock().unwrap().push(l.to_string()),
+                Arc::new(move || now.load(std::sync::atomic::Ordering::SeqCst)),
+            )
+        };
+        log.note(Event::Reopened, "/db");
+        log.note(Event::Reopened, "/db");
+        now.store(10_000, std::sync::atomic::Ordering::SeqCst);
+        log.note(Event::Reopened, "/db");
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].ends_with("(/db)"), "{lines:?}");
+        assert!(
+            lines[1].ends_with("(/db; 2 times since the last line)"),
+            "{lines:?}"
+        );
+    }
+}
