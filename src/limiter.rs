@@ -54,15 +54,12 @@ impl Limiter {
 
     /// Whether `e` is answered with an "unavailable" decision; counts and logs it if so.
     fn undecidable(&mut self, e: &StoreError) -> bool {
-        let decidable = e.is_transient() || e.kind().is_storage_fault();
-        if decidable {
-            if e.kind().is_storage_fault() {
-                self.unwritten.storage_errors += 1;
-                self.log.note(Event::StorageUnavailable, e.what());
-                self.failing = Some(e.what().to_string());
-            }
+        if e.kind().is_storage_fault() {
+            self.unwritten.storage_errors += 1;
+            self.log.note(Event::StorageUnavailable, e.what());
+            self.failing = Some(e.what().to_string());
         }
-        decidable
+        e.is_transient() || e.kind().is_storage_fault()
     }
 
     /// A step succeeded: what it carried is written, and a fault, if any, is over.
