@@ -142,13 +142,8 @@ impl SqliteStore {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn = Connection::open_with_flags(&self.path, flags).map_err(|source| {
-            StoreError::new(
-                ErrorKind::Misconfigured,
-                format!("cannot open database {}", self.path.display()),
-            )
-            .with_source(source)
-        })?;
+        let mut conn =
+            Connection::open_with_flags(&self.path, flags).map_err(|e| self.cannot_open(e))?;
         conn.busy_handler(Some(self.budget.handler()))
             .map_err(|e| self.classify(e))?;
         // Every statement of the hot path stays prepared.
@@ -202,14 +197,23 @@ impl SqliteStore {
                 ErrorKind::Corrupt,
                 format!("database {path} is corrupt or not a database"),
             ),
-            Some(ErrorCode::CannotOpen) => (
-                ErrorKind::Misconfigured,
-                format!("cannot open database {path}"),
-            ),
+            Some(ErrorCode::CannotOpen) => return self.cannot_open(source),
             Some(ErrorCode::DiskFull) => (ErrorKind::Full, format!("database {path}")),
             _ => (ErrorKind::Io, format!("database {path}")),
         };
         StoreError::new(kind, what).with_source(source)
+    }
+
+    /// A file that exists but cannot be opened (a read-only file system, an I/O error) is a
+    /// storage fault; a path where no file can be made is for the operator to fix.
+    fn cannot_open(&self, source: rusqlite::Error) -> StoreError {
+        let kind = if self.path.exists() {
+            ErrorKind::Io
+        } else {
+            ErrorKind::Misconfigured
+        };
+        StoreError::new(kind, format!("cannot open database {}", self.path.display()))
+            .with_source(source)
     }
 
     /// After a failed step: a corrupt file is moved aside and its connection closed, so the
@@ -251,12 +255,24 @@ impl SqliteStore {
                 self.noted = Counters::default();
                 Ok(out)
             }
-            Err(e) => {
-                let e = self.classify(e);
-                self.after_fault(&e);
-                Err(e)
-            }
+            Err(e) => Err(self.failed(e)),
         }
+    }
+
+    /// Classifies a failed step's error and acts on it: see [`Self::after_fault`]. A
+    /// connection that found its file read-only (or unopenable) is closed too, so that the next
+    /// call opens the path anew once the file system is writable again.
+    fn failed(&mut self, e: rusqlite::Error) -> StoreError {
+        let reopen = matches!(
+            e.sqlite_error_code(),
+            Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+        );
+        let e = self.classify(e);
+        self.after_fault(&e);
+        if reopen {
+            self.retire();
+        }
+        e
     }
 
     /// Runs a read on the connection, with a fresh wait budget.
@@ -268,11 +284,7 @@ impl SqliteStore {
         self.budget.arm();
         let now = (self.clock)();
         let result = f(self.conn.as_ref().expect("opened above"), now);
-        result.map_err(|e| {
-            let e = self.classify(e);
-            self.after_fault(&e);
-            e
-        })
+        result.map_err(|e| self.failed(e))
     }
 }
 
