@@ -254,3 +254,116 @@ fn a_file_of_an_older_schema_is_rebuilt() {
     assert!(acquire(&mut s, &clock, T0, 1, 5, 1_000, 0).verdict.allowed);
     assert_eq!(s.stats().unwrap().counters.allowed, 1);
 }
+
+/// The bound on entries never costs a bucket that holds information (in debt) while a drained
+/// one exists anywhere in the table, however the buckets are ordered by recency: 1,500
+/// drained buckets and 3,499 in debt, filled in one burst, then 1,500 new subjects.
+#[test]
+fn drained_buckets_anywhere_go_before_any_bucket_in_debt() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = SqliteStore::open(&f.path, 5_000, 5_000, clock.clock()).unwrap();
+    let hour = 3_600_000;
+    let subject = |i: u32| {
+        let mut k = key(0);
+        k.bucket[..4].copy_from_slice(&i.to_be_bytes());
+        k
+    };
+    let in_debt = |i: u32| i % 10 >= 3; // 7 in 10 are slow and stay in debt
+    let mut debts = 0;
+    for i in 0..4_999u32 {
+        let per = if in_debt(i) { hour } else { 1_000 };
+        s.acquire(&subject(i), &ask(1, per, 0), 60_000, &NONE)
+            .unwrap();
+        debts += u32::from(in_debt(i));
+    }
+    assert_eq!((debts, 4_999 - debts), (3_499, 1_500));
+    clock.set(T0 + 2_000); // the fast ones are full again: drained
+    for i in 0..1_500u32 {
+        let a = s
+            .acquire(&subject(1_000_000 + i), &ask(1, hour, 0), 60_000, &NONE)
+            .unwrap();
+        assert!(a.verdict.allowed);
+    }
+    let st = s.stats().unwrap();
+    // Every drained bucket went (in batches), and nothing else.
+    assert_eq!((st.counters.evicted, st.entries), (0, 3_499 + 1_500));
+    let policy = ask(1, hour, 0).policy;
+    let kept = (0..4_999u32)
+        .filter(|&i| in_debt(i))
+        .filter(|&i| s.peek(&subject(i), &policy).unwrap().reason == Reason::Rate)
+        .count();
+    assert_eq!(kept, 3_499, "every debt is kept");
+}
+
+/// Once no drained bucket is left anywhere, a new subject evicts the least recently used bucket
+/// (nginx's limit_req does the same): the drain floor spares each new subject a second scan.
+#[test]
+fn with_no_drained_bucket_left_the_least_recently_used_goes() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 3, &clock);
+    let hour = 3_600_000;
+    acquire(&mut s, &clock, T0, 1, 1, hour, 0);
+    acquire(&mut s, &clock, T0 + 200, 2, 1, hour, 0);
+    acquire(&mut s, &clock, T0 + 400, 3, 1, 1_000, 0); // drained from T0 + 1_400
+    acquire(&mut s, &clock, T0 + 600, 4, 1, hour, 0); // nothing drained yet: key 1 goes
+    acquire(&mut s, &clock, T0 + 1_400, 5, 1, hour, 0); // key 3 is drained now: it goes
+    let st = s.stats().unwrap();
+    assert_eq!((st.counters.evicted, st.entries), (1, 3));
+    let policy = ask(1, hour, 0).policy;
+    clock.set(T0 + 1_500);
+    let reasons: Vec<_> = [1, 2, 4, 5]
+        .iter()
+        .map(|&k| s.peek(&key(k), &policy).unwrap().reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        [Reason::Ok, Reason::Rate, Reason::Rate, Reason::Rate]
+    );
+}
+
+/// A released lease can make a full bucket drained before the stored floor: the release
+/// lowers the floor, so that bucket goes before one in debt, even outside the LRU window.
+#[test]
+fn a_released_lease_lowers_the_drain_floor() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 100, &clock);
+    let hour = 3_600_000;
+    let many = |i: u32| {
+        let mut k = key(0);
+        k.bucket[..4].copy_from_slice(&i.to_be_bytes());
+        k
+    };
+    for i in 0..99 {
+        s.acquire(&many(i), &ask(1, hour, 0), 60_000, &NONE)
+            .unwrap(); // in debt for an hour
+    }
+    // The most recently used: full again at T0 + 200, but leased for a minute.
+    clock.set(T0 + 100);
+    let lease = s
+        .acquire(&key(1), &ask(10, 1_000, 1), 60_000, &NONE)
+        .unwrap()
+        .lease
+        .unwrap();
+    // Nothing is drained at T0 + 200 (key 1 holds a lease): one bucket in debt must go.
+    clock.set(T0 + 200);
+    s.acquire(&many(1_000), &ask(1, hour, 0), 60_000, &NONE)
+        .unwrap();
+    assert_eq!(s.stats().unwrap().counters.evicted, 1);
+    clock.set(T0 + 300);
+    assert_eq!(s.release(&[lease], &NONE).unwrap(), 1);
+    // Key 1 is drained now: the next new subject drops it, and no other bucket in debt.
+    clock.set(T0 + 400);
+    s.acquire(&many(1_001), &ask(1, hour, 0), 60_000, &NONE)
+        .unwrap();
+    let st = s.stats().unwrap();
+    assert_eq!((st.counters.evicted, st.entries), (1, 100));
+    assert_eq!(
+        s.peek(&key(1), &ask(10, 1_000, 0).policy)
+            .unwrap()
+            .remaining,
+        10
+    );
+}

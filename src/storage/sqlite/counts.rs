@@ -13,6 +13,15 @@ pub struct Delta {
     pub counters: Counters,
     /// Rows added to (or, negative, removed from) `buckets`.
     pub entries: i64,
+    /// A time at which a bucket written by this transaction may become drained, when that
+    /// may be earlier than the stored drain floor (see evict.rs).
+    pub drainable_at: Option<i64>,
+}
+
+impl Delta {
+    pub fn drainable_at(&mut self, t: i64) {
+        self.drainable_at = Some(self.drainable_at.map_or(t, |d| d.min(t)));
+    }
 }
 
 /// A decision's count as the three per-bucket columns (allowed, denied_rate, denied_inflight).
@@ -30,6 +39,13 @@ pub fn bucket_columns(reason: Reason) -> (i64, i64, i64) {
 pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
     let c = &delta.counters;
     if c.is_zero() && delta.entries == 0 {
+        if let Some(t) = delta.drainable_at {
+            // Writes the page only when this lowers the floor (a release, mostly).
+            tx.prepare_cached(
+                "UPDATE stats SET drain_floor = ?1 WHERE id = 0 AND drain_floor > ?1",
+            )?
+            .execute([t])?;
+        }
         return Ok(());
     }
     tx.prepare_cached(
@@ -38,7 +54,7 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
          leases_expired = leases_expired + ?5, evicted = evicted + ?6,
          clock_regressions = clock_regressions + ?7, keys_migrated = keys_migrated + ?8,
          reopened = reopened + ?9, storage_errors = storage_errors + ?10,
-         entries = entries + ?11 WHERE id = 0",
+         entries = entries + ?11, drain_floor = min(drain_floor, ?12) WHERE id = 0",
     )?
     .execute(params![
         c.allowed as i64,
@@ -51,7 +67,8 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
         c.keys_migrated as i64,
         c.reopened as i64,
         c.storage_errors as i64,
-        delta.entries
+        delta.entries,
+        delta.drainable_at.unwrap_or(i64::MAX)
     ])?;
     Ok(())
 }

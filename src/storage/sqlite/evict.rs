@@ -1,11 +1,22 @@
-//! Keeping the table within `ratelimit.max_entries`: drained buckets (full again, so holding no
-//! information) go first, then the least recently used one; a bucket with a live lease never.
+//! Keeping the table within `ratelimit.max_entries`: drained buckets (full again, with no live
+//! lease, so holding no information) go first, wherever they are in the table; only when none
+//! is left does the least recently used bucket without a live lease go (counted as evicted).
+//!
+//! Without costing the hot path an index on `full_at`: drained buckets are first looked for
+//! among the least recently used (where idle ones are), then, when none is there, by one scan
+//! of the table, which also finds the earliest time any bucket can become drained, kept as the
+//! stats row's `drain_floor`. Until then no scan is needed: the least recently used bucket can
+//! go. The writes that could make a bucket drained earlier than the floor lower it in the same
+//! transaction: a new bucket (which writes the stats row anyway), a bucket whose `full_at`
+//! moves earlier (a changed policy, rare), and a released lease (its bucket may be full).
 
 use super::counts::{delete_buckets, Delta};
 use rusqlite::{params, Connection};
 
 /// Drained buckets dropped at once when the table is full: amortises the clean-up.
 const DRAIN_BATCH: u32 = 64;
+/// Drained buckets dropped at once by a scan of the whole table.
+const SCAN_BATCH: u32 = 4_096;
 /// How many of the least recently used buckets are searched for drained ones. Bounds the
 /// search, which holds the write lock (1,024 cost about 1 ms a new subject at 100,000
 /// entries, 64 about 0.03 ms), and spares the hot path an index on `full_at`: an idle bucket
@@ -31,6 +42,38 @@ pub fn expire_leases(tx: &Connection, now: i64, delta: &mut Delta) -> rusqlite::
     Ok(())
 }
 
+/// When the drain floor has passed (or is unknown): deletes drained buckets anywhere in the
+/// table; when there are none, stores the new floor. Returns how many were deleted.
+fn scan_for_drained(tx: &Connection, now: i64, delta: &mut Delta) -> rusqlite::Result<i64> {
+    let floor: i64 = tx
+        .prepare_cached("SELECT drain_floor FROM stats WHERE id = 0")?
+        .query_row([], |r| r.get(0))?;
+    if now < floor.min(delta.drainable_at.unwrap_or(i64::MAX)) {
+        return Ok(0);
+    }
+    let deleted = delete_buckets(
+        tx,
+        "DELETE FROM buckets WHERE key IN (SELECT b.key FROM buckets b WHERE b.full_at <= ?1
+         AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = b.key) LIMIT ?2)
+         RETURNING allowed, denied_rate, denied_inflight",
+        params![now, SCAN_BATCH],
+        delta,
+    )?;
+    if deleted == 0 {
+        // The earliest a bucket can be drained: when it is full again, or, for a full one
+        // held by leases, when the first of them expires (an earlier release lowers the floor).
+        let next: Option<i64> = tx
+            .prepare_cached(
+                "SELECT min(CASE WHEN b.full_at > ?1 THEN b.full_at
+                 ELSE (SELECT min(l.expires) FROM leases l WHERE l.key = b.key) END) FROM buckets b",
+            )?
+            .query_row([now], |r| r.get(0))?;
+        tx.prepare_cached("UPDATE stats SET drain_floor = ?1 WHERE id = 0")?
+            .execute([next.unwrap_or(i64::MAX).max(now + 1)])?;
+    }
+    Ok(deleted)
+}
+
 /// Makes room for one more bucket. False when nothing could go (every bucket holds a lease).
 pub fn make_room(tx: &Connection, now: i64, max: u64, delta: &mut Delta) -> rusqlite::Result<bool> {
     let stored: i64 = tx
@@ -52,6 +95,11 @@ pub fn make_room(tx: &Connection, now: i64, max: u64, delta: &mut Delta) -> rusq
         )?;
         if drained > 0 {
             entries -= drained;
+            continue;
+        }
+        let scanned = scan_for_drained(tx, now, delta)?;
+        if scanned > 0 {
+            entries -= scanned;
             continue;
         }
         let evicted = delete_buckets(

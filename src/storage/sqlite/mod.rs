@@ -212,8 +212,11 @@ impl SqliteStore {
         } else {
             ErrorKind::Misconfigured
         };
-        StoreError::new(kind, format!("cannot open database {}", self.path.display()))
-            .with_source(source)
+        StoreError::new(
+            kind,
+            format!("cannot open database {}", self.path.display()),
+        )
+        .with_source(source)
     }
 
     /// After a failed step: a corrupt file is moved aside and its connection closed, so the
@@ -239,7 +242,7 @@ impl SqliteStore {
         self.budget.arm();
         let mut delta = Delta {
             counters: *unwritten,
-            entries: 0,
+            ..Delta::default()
         };
         delta.counters.add(&self.noted);
         let conn = self.conn.as_ref().expect("opened above");
@@ -297,17 +300,24 @@ fn close_keeping_sidecars(conn: Connection) {
     drop(conn);
 }
 
-/// A stored bucket and when it was last used.
-fn read_bucket(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<(Bucket, i64)>> {
-    tx.prepare_cached("SELECT tokens, stamp, used_at FROM buckets WHERE key = ?1")?
+/// A stored bucket, and when it was last used and is full again.
+struct Stored {
+    bucket: Bucket,
+    used_at: i64,
+    full_at: i64,
+}
+
+fn read_bucket(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stored>> {
+    tx.prepare_cached("SELECT tokens, stamp, used_at, full_at FROM buckets WHERE key = ?1")?
         .query_row([key.bucket], |r| {
-            Ok((
-                Bucket {
+            Ok(Stored {
+                bucket: Bucket {
                     tokens: r.get::<_, i64>(0)?.max(0) as u64,
                     stamp: r.get(1)?,
                 },
-                r.get(2)?,
-            ))
+                used_at: r.get(2)?,
+                full_at: r.get(3)?,
+            })
         })
         .optional()
 }
@@ -369,7 +379,7 @@ impl Store for SqliteStore {
                 }
                 delta.entries += 1;
             }
-            let d = decision::decide(stored.map(|(b, _)| b), ask, slots, now);
+            let d = decision::decide(stored.as_ref().map(|s| s.bucket), ask, slots, now);
             delta.counters.clock_regressions += u64::from(d.clock_regressed);
             // This decision's count goes into its bucket's row (see counts.rs). It is written on
             // denials too: `used_at` keeps a hammered subject from looking idle.
@@ -380,8 +390,13 @@ impl Store for SqliteStore {
                 d.bucket.full_at(&ask.policy),
             );
             let used_at = evict::used_at(now);
+            // A new bucket, or one full earlier than before (a changed policy), may undercut
+            // the drain floor (see evict.rs).
+            if stored.as_ref().is_none_or(|s| full_at < s.full_at) {
+                delta.drainable_at(full_at);
+            }
             match stored {
-                Some((_, used)) if used == used_at => tx
+                Some(Stored { used_at: used, .. }) if used == used_at => tx
                     .prepare_cached(
                         "UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4, allowed = allowed + ?5,
                          denied_rate = denied_rate + ?6, denied_inflight = denied_inflight + ?7 WHERE key = ?1",
@@ -415,16 +430,25 @@ impl Store for SqliteStore {
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
         let (stored, now) = self.read(|conn, now| Ok((read_bucket(conn, key)?, now)))?;
-        Ok(decision::peek(stored.map(|(b, _)| b), policy, now))
+        Ok(decision::peek(stored.map(|s| s.bucket), policy, now))
     }
 
     fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
-        self.write(unwritten, |tx, _, now| {
+        self.write(unwritten, |tx, delta, now| {
             let mut freed = 0;
-            let mut delete = tx
-                .prepare_cached("DELETE FROM leases WHERE id = ?1 AND key = ?2 AND expires > ?3")?;
             for t in leases {
-                freed += delete.execute(params![t.id.0, t.key.bucket, now])? as u64;
+                let n = tx
+                    .prepare_cached(
+                        "DELETE FROM leases WHERE id = ?1 AND key = ?2 AND expires > ?3",
+                    )?
+                    .execute(params![t.id.0, t.key.bucket, now])?;
+                if n > 0 {
+                    // Its bucket may be full already, and drained once this was its last lease.
+                    if let Some(s) = read_bucket(tx, &t.key)? {
+                        delta.drainable_at(s.full_at);
+                    }
+                }
+                freed += n as u64;
             }
             Ok(freed)
         })

@@ -37,7 +37,10 @@ CREATE TABLE IF NOT EXISTS stats (
     keys_migrated INTEGER NOT NULL DEFAULT 0,
     reopened INTEGER NOT NULL DEFAULT 0,
     storage_errors INTEGER NOT NULL DEFAULT 0,
-    entries INTEGER NOT NULL DEFAULT 0   -- rows in buckets, kept in step so no COUNT(*) is needed
+    entries INTEGER NOT NULL DEFAULT 0,  -- rows in buckets, kept in step so no COUNT(*) is needed
+    -- No bucket can be drained (full again, no live lease) before this time; 0: unknown.
+    -- Found by a scan when the table is full, lowered by writes that could undercut it (evict.rs).
+    drain_floor INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO stats (id) VALUES (0);
 ";
