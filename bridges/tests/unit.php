@@ -251,15 +251,16 @@ $tests['laravel: check-then-hit stays exact when another worker takes the last t
     $workerB = new ExtensionRateLimiter();
     $told = $workerA->tooManyAttempts($key, 1);     // A: go ahead
     $bTook = $workerB->attempt($key, 1, fn () => true, 60);   // B takes the only token
-    $e = throws(TooManyAttemptsException::class, fn () => $workerA->hit($key, 60));
+    $e = throws(ThrottleRequestsException::class, fn () => $workerA->hit($key, 60));
     check(!$told && $bTook === true, 'setup');
     check($e instanceof ThrottleRequestsException && $e->getStatusCode() === 429, 'a 429 ThrottleRequestsException');
+    check($e->getPrevious() instanceof TooManyAttemptsException, 'previous: ' . get_debug_type($e->getPrevious()));
     $h = $e->getHeaders();
     check(($h['Retry-After'] ?? 0) === 60 && ($h['X-RateLimit-Limit'] ?? 0) === 1 && ($h['X-RateLimit-Remaining'] ?? -1) === 0, 'headers ' . json_encode($h));
     // A hit that nobody checked first only reports the overflow.
     $over = $workerA->hit($key, 60);
     check($over === 2, "unchecked hit on an empty bucket: $over");
-    return 'A told to go ahead, B took the token, A hit(): 429 ThrottleRequestsException, Retry-After ' . $h['Retry-After'] . "; unchecked hit: returns $over (max + 1)";
+    return 'A told to go ahead, B took the token, A hit(): 429 ThrottleRequestsException (previous: TooManyAttemptsException), Retry-After ' . $h['Retry-After'] . "; unchecked hit: returns $over (max + 1)";
 };
 
 $tests['laravel: the stock throttle middleware (named and unnamed) on the bridge'] = function () {

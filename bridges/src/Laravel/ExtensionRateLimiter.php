@@ -77,7 +77,8 @@ class ExtensionRateLimiter extends RateLimiter
             foreach (\is_array($result) ? $result : [$result] as $limit) {
                 if ($limit instanceof Limit) {
                     // ThrottleRequests' key for a named limit (illuminate/routing 8.x).
-                    $this->remember(md5($name . $limit->key), (int) $limit->maxAttempts, (int) $limit->decayMinutes * 60);
+                    $key = md5($name . $limit->key);
+                    $this->remember($key, (int) $limit->maxAttempts, (int) $limit->decayMinutes * 60);
                 }
             }
             return $result;
@@ -130,8 +131,10 @@ class ExtensionRateLimiter extends RateLimiter
      * @param int    $decaySeconds
      * @return int the tokens in use after this hit, or maxAttempts + 1 when none was left
      *
-     * @throws TooManyAttemptsException no token was left although this key's last
-     *                                  tooManyAttempts() in this process answered false
+     * @throws \Illuminate\Http\Exceptions\ThrottleRequestsException no token was left although
+     *         this key's last tooManyAttempts() in this process answered false (its previous
+     *         exception is a TooManyAttemptsException); TooManyAttemptsException itself when
+     *         illuminate/http is not installed
      */
     public function hit($key, $decaySeconds = 60)
     {
@@ -143,7 +146,7 @@ class ExtensionRateLimiter extends RateLimiter
             return $decision->limit - $decision->remaining;
         }
         if ($told) {
-            throw TooManyAttemptsException::from($decision);
+            throw TooManyAttemptsException::throwable($decision);
         }
         return $decision->limit + 1;
     }
@@ -236,7 +239,13 @@ class ExtensionRateLimiter extends RateLimiter
     private function take(string $k): Decision
     {
         [$max, $decay] = $this->policy($k);
-        return ratelimit_acquire(Key::subject($k), limit: $max, per: (float) $decay, inflight: $this->inflight, scope: $this->scope);
+        return ratelimit_acquire(
+            Key::subject($k),
+            limit: $max,
+            per: (float) $decay,
+            inflight: $this->inflight,
+            scope: $this->scope,
+        );
     }
 
     private function peek(string $k): Decision

@@ -7,41 +7,43 @@ namespace RateLimit\Bridge\Laravel;
 use Illuminate\Http\Exceptions\ThrottleRequestsException;
 use RateLimit\Decision;
 
-if (class_exists(ThrottleRequestsException::class)) {
-    /**
-     * Thrown by ExtensionRateLimiter::hit() when the caller was told to go ahead by
-     * tooManyAttempts() and another worker took the last token in between. Where illuminate/http
-     * is installed (any Laravel application) it is the middleware's own ThrottleRequestsException:
-     * Laravel answers 429 with the same headers as a denial by the throttle middleware.
-     */
-    class TooManyAttemptsException extends ThrottleRequestsException
+/**
+ * ExtensionRateLimiter::hit() found no token although the caller was told to go ahead by
+ * tooManyAttempts(): another worker took the last token in between.
+ *
+ * Where illuminate/http is installed (any Laravel application) hit() throws the throttle
+ * middleware's own ThrottleRequestsException, with this exception as its previous one, so that
+ * Laravel answers 429 with the same headers as any other denial by the middleware; elsewhere it
+ * throws this exception.
+ */
+final class TooManyAttemptsException extends \RuntimeException
+{
+    /** @param array<string, int> $headers */
+    private function __construct(private readonly array $headers)
     {
-        public static function from(Decision $decision): self
-        {
-            return new self('Too Many Attempts.', null, Headers::of($decision));
-        }
+        parent::__construct('Too Many Attempts.');
     }
-} else {
+
     /**
-     * Thrown by ExtensionRateLimiter::hit() when the caller was told to go ahead by
-     * tooManyAttempts() and another worker took the last token in between.
+     * The exception hit() throws for `$decision` (a denial).
      */
-    class TooManyAttemptsException extends \RuntimeException
+    public static function throwable(Decision $decision): \Throwable
     {
-        /** @var array<string, int> */
-        private array $headers = [];
-
-        public static function from(Decision $decision): self
-        {
-            $e = new self('Too Many Attempts.');
-            $e->headers = Headers::of($decision);
-            return $e;
+        $e = new self(Headers::of($decision));
+        if (class_exists(ThrottleRequestsException::class)) {
+            return new ThrottleRequestsException('Too Many Attempts.', $e, $e->headers);
         }
+        return $e;
+    }
 
-        /** @return array<string, int> */
-        public function getHeaders(): array
-        {
-            return $this->headers;
-        }
+    /**
+     * The headers the throttle middleware sends with a denial: X-RateLimit-Limit,
+     * X-RateLimit-Remaining (0), Retry-After, X-RateLimit-Reset.
+     *
+     * @return array<string, int>
+     */
+    public function getHeaders(): array
+    {
+        return $this->headers;
     }
 }

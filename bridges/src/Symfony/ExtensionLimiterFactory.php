@@ -65,11 +65,15 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
                 $this->limit = self::int($config, 'limit', 1);
                 $rate = $config['rate'] ?? null;
                 if (!\is_array($rate) || !isset($rate['interval'])) {
-                    throw new \InvalidArgumentException('A token_bucket limiter needs the option "rate" with an "interval".');
+                    throw new \InvalidArgumentException(
+                        'A token_bucket limiter needs the option "rate" with an "interval".',
+                    );
                 }
                 $extra = array_diff(array_keys($rate), ['interval', 'amount']);
                 if ($extra !== []) {
-                    throw new \InvalidArgumentException(sprintf('The option(s) "rate.%s" do not exist.', implode('", "rate.', $extra)));
+                    throw new \InvalidArgumentException(
+                        sprintf('The option(s) "rate.%s" do not exist.', implode('", "rate.', $extra)),
+                    );
                 }
                 $amount = isset($rate['amount']) ? self::int($rate, 'amount', 1) : 1;
                 // `amount` tokens every `interval` seconds: `limit` tokens take limit/amount intervals.
@@ -84,10 +88,14 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
                 $this->per = 1.0;
                 break;
             case 'sliding_window':
-                throw new \LogicException('The ratelimit bridge does not implement the "sliding_window" policy: use "token_bucket" (or "fixed_window").');
+                throw new \LogicException(
+                    'The ratelimit bridge does not implement the "sliding_window" policy:'
+                    . ' use "token_bucket" (or "fixed_window").',
+                );
             default:
                 throw new \LogicException(sprintf(
-                    'Limiter policy "%s" does not exists, it must be either "token_bucket", "fixed_window" or "no_limit".',
+                    'Limiter policy "%s" does not exists, it must be either "token_bucket", "fixed_window"'
+                    . ' or "no_limit".',
                     $this->policy,
                 ));
         }
@@ -120,7 +128,8 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
         $then = $now === false ? false : @$now->modify('+' . $interval);
         if ($now === false || $then === false) {
             throw new \LogicException(sprintf(
-                'Cannot parse interval "%s", please use a valid unit as described on https://www.php.net/datetime.formats.relative.',
+                'Cannot parse interval "%s", please use a valid unit as described on'
+                . ' https://www.php.net/datetime.formats.relative.',
                 $interval,
             ));
         }
@@ -144,7 +153,9 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
     private static function int(array $options, string $name, int $min): int
     {
         if (!isset($options[$name]) || !\is_int($options[$name]) || $options[$name] < $min) {
-            throw new \InvalidArgumentException(sprintf('The option "%s" must be an integer of at least %d.', $name, $min));
+            throw new \InvalidArgumentException(
+                sprintf('The option "%s" must be an integer of at least %d.', $name, $min),
+            );
         }
         return $options[$name];
     }
