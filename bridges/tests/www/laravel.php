@@ -5,6 +5,8 @@
 // via=attempt:  RateLimiter::attempt($s, $limit, ..., 86400)
 // via=throttle: a route with the stock middleware 'throttle:$limit,1440,$s' through the Router
 // via=named:    a route with 'throttle:fpm', RateLimiter::for('fpm', Limit::perDay($limit)->by($s))
+// &inflight=N (bridge): config ratelimit.inflight = N; &hold=MS: the route holds MS ms and counts
+// the requests inside it in $RL_TMP/inside-<md5 of s>.log ("enter <n>" / "exit <n>" under a lock).
 // 200 when admitted, 429 when not; X-RateLimit-Reason: ok, rate, or rate-race when the 429 came
 // from the bridge's hit() after a passing tooManyAttempts() (another worker took the last token
 // in between).
@@ -16,6 +18,7 @@ use Illuminate\Cache\FileStore;
 use Illuminate\Cache\RateLimiter;
 use Illuminate\Cache\RateLimiting\Limit;
 use Illuminate\Cache\Repository;
+use Illuminate\Config\Repository as Config;
 use Illuminate\Container\Container;
 use Illuminate\Events\Dispatcher;
 use Illuminate\Filesystem\Filesystem;
@@ -34,6 +37,7 @@ $via = (string) ($_GET['via'] ?? 'attempt');
 $app = new Container();
 Container::setInstance($app);
 if (($_GET['impl'] ?? '') === 'bridge') {
+    $app->instance('config', new Config(['ratelimit' => ['inflight' => (int) ($_GET['inflight'] ?? 0)]]));
     (new RateLimitServiceProvider($app))->register();
 } else {
     $cache = getenv('RL_TMP') . '/lv-stock-cache';
@@ -50,7 +54,15 @@ if ($via === 'attempt') {
     $router = new Router(new Dispatcher($app), $app);
     $router->aliasMiddleware('throttle', ThrottleRequests::class);
     // nginx runs this file as the script (SCRIPT_NAME /laravel.php): the route is its path info.
-    $router->get('/', fn () => "ok\n")
+    $router->get('/', function () use ($key) {
+        if (isset($_GET['hold'])) {
+            $base = getenv('RL_TMP') . '/inside-' . md5($key);
+            inside($base, +1);
+            usleep(1000 * (int) $_GET['hold']);
+            inside($base, -1);   // before the request ends (and its lease with it)
+        }
+        return "ok\n";
+    })
         ->middleware($via === 'named' ? 'throttle:fpm' : "throttle:$limit,1440,$key");
     try {
         $status = $router->dispatch(Request::capture())->getStatusCode();
@@ -66,3 +78,16 @@ if (isset($_GET['ms'])) {
 }
 http_response_code($status);
 echo $status === 200 ? "ok\n" : "Too Many Requests\n";
+
+function inside(string $base, int $delta): void
+{
+    $f = fopen("$base.count", 'c+');
+    flock($f, LOCK_EX);
+    $n = (int) stream_get_contents($f) + $delta;
+    ftruncate($f, 0);
+    rewind($f);
+    fwrite($f, (string) $n);
+    file_put_contents("$base.log", ($delta > 0 ? 'enter' : 'exit') . " $n\n", FILE_APPEND);
+    flock($f, LOCK_UN);
+    fclose($f);
+}
