@@ -31,9 +31,10 @@ use RateLimit\Decision;
  * - remaining() / retriesLeft(): whole tokens left.
  * - availableIn(): seconds until the next token, rounded up (0 when one is there).
  * - clear() / resetAttempts(): forget the bucket (full again).
- * A bucket's size and refill are remembered per key from the calls that give them
- * (tooManyAttempts/remaining give maxAttempts, hit gives decaySeconds, attempt() and named
- * limiters give both); until a process has seen one, the defaults of the constructor apply.
+ * A bucket's size and refill are remembered per key by this object from the calls that give
+ * them (tooManyAttempts/remaining give maxAttempts, hit gives decaySeconds, attempt() and named
+ * limiters give both); until then the defaults of the constructor apply. Under php-fpm a Laravel
+ * application, and so this object, lives for one request.
  */
 class ExtensionRateLimiter extends RateLimiter
 {
@@ -48,8 +49,9 @@ class ExtensionRateLimiter extends RateLimiter
      * @param int    $defaultMaxAttempts  bucket size of a key before a call gave one
      * @param int    $defaultDecaySeconds refill time of a key before a call gave one
      * @param int    $inflight            most live leases per key taken by hit() and attempt()
-     *                                    (0: none); a hit's lease ends with the request (or
-     *                                    ratelimit.lease_ttl), attempt()'s when its callback returns
+     *                                    (0: none); a hit's lease ends with the request (in a
+     *                                    long-running CLI process: at ratelimit.lease_ttl),
+     *                                    attempt()'s when its callback returns
      */
     public function __construct(
         private readonly string $scope = 'laravel',
