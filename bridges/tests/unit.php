@@ -1,0 +1,348 @@
+<?php
+// Both bridges in one PHP process (the CLI), against the frameworks from Debian: each test
+// prints "ok - NAME: FIGURES" or "not ok - NAME: WHY"; tests/run numbers the lines. Run with the
+// extension loaded and ratelimit.db_path pointing at a fresh file:
+//   php -d extension=$SO -d ratelimit.db_path=$DIR/unit.sqlite bridges/tests/unit.php [README]
+declare(strict_types=1);
+
+require __DIR__ . '/bootstrap.php';
+
+use Illuminate\Cache\ArrayStore;
+use Illuminate\Cache\CacheServiceProvider;
+use Illuminate\Cache\RateLimiter as StockRateLimiter;
+use Illuminate\Cache\RateLimiting\Limit;
+use Illuminate\Cache\Repository as CacheRepository;
+use Illuminate\Config\Repository as ConfigRepository;
+use Illuminate\Container\Container;
+use Illuminate\Http\Exceptions\ThrottleRequestsException;
+use Illuminate\Http\Request;
+use Illuminate\Http\Response;
+use Illuminate\Routing\Middleware\ThrottleRequests;
+use Illuminate\Routing\Route;
+use RateLimit\Bridge\Key;
+use RateLimit\Bridge\Laravel\ExtensionRateLimiter;
+use RateLimit\Bridge\Laravel\RateLimitServiceProvider;
+use RateLimit\Bridge\Laravel\TooManyAttemptsException;
+use RateLimit\Bridge\Symfony\ExtensionLimiter;
+use RateLimit\Bridge\Symfony\ExtensionLimiterFactory;
+use Symfony\Component\Config\FileLocator;
+use Symfony\Component\DependencyInjection\ContainerBuilder;
+use Symfony\Component\DependencyInjection\Loader\YamlFileLoader;
+use Symfony\Component\RateLimiter\Exception\RateLimitExceededException;
+use Symfony\Component\RateLimiter\Exception\ReserveNotSupportedException;
+use Symfony\Component\RateLimiter\LimiterInterface;
+use Symfony\Component\RateLimiter\Policy\NoLimiter;
+use Symfony\Component\RateLimiter\RateLimiterFactory;
+use Symfony\Component\RateLimiter\Storage\InMemoryStorage;
+
+final class Failed extends Exception
+{
+}
+
+function check(bool $ok, string $why): void
+{
+    if (!$ok) {
+        throw new Failed($why);
+    }
+}
+
+/** @param class-string<Throwable> $class */
+function throws(string $class, Closure $fn): Throwable
+{
+    try {
+        $fn();
+    } catch (Throwable $e) {
+        check($e instanceof $class, 'wanted ' . $class . ', got ' . get_class($e) . ': ' . $e->getMessage());
+        return $e;
+    }
+    throw new Failed("wanted $class, nothing was thrown");
+}
+
+/** A subject no other test (nor an earlier run) uses. */
+function fresh(string $name): string
+{
+    return $name . '-' . bin2hex(random_bytes(6));
+}
+
+$readme = $argv[1] ?? dirname(__DIR__, 2) . '/README.md';
+$failed = 0;
+$tests = [];
+
+// ---------------------------------------------------------------- Symfony
+$sfConfig = fn (int $limit, string $interval = '1 day', ?int $amount = null) => [
+    'id' => 'unit', 'policy' => 'token_bucket', 'limit' => $limit,
+    'rate' => ['interval' => $interval, 'amount' => $amount ?? $limit],
+];
+
+$tests['symfony: consume, RateLimit fields, ensureAccepted, reset'] = function () use ($sfConfig) {
+    $limiter = (new ExtensionLimiterFactory($sfConfig(5)))->create(fresh('sf1'));
+    $seen = [];
+    for ($i = 0; $i < 6; $i++) {
+        $t0 = microtime(true);
+        $rl = $limiter->consume();
+        $seen[] = ($rl->isAccepted() ? 'A' : 'D') . $rl->getRemainingTokens();
+        check($rl->getLimit() === 5, 'getLimit() ' . $rl->getLimit());
+    }
+    check(implode(' ', $seen) === 'A4 A3 A2 A1 A0 D0', 'consume x6: ' . implode(' ', $seen));
+    // 5 tokens per day: the next one 86400 / 5 = 17280 s after the first was taken.
+    $wait = (float) $rl->getRetryAfter()->format('U.u') - $t0;
+    check($wait > 17270 && $wait <= 17280.5, "retry after $wait s, want about 17280");
+    $e = throws(RateLimitExceededException::class, fn () => $rl->ensureAccepted());
+    check($e->getRemainingTokens() === 0 && $e->getLimit() === 5, 'exception fields');
+    $limiter->reset();
+    $after = $limiter->consume();
+    check($after->isAccepted() && $after->getRemainingTokens() === 4, 'after reset: ' . $after->getRemainingTokens());
+    check($after->ensureAccepted() === $after, 'ensureAccepted() of an accepted limit returns it');
+    return 'consume x6: ' . implode(' ', $seen) . sprintf('; retry after %.0f s; reset, then remaining 4', $wait);
+};
+
+$tests['symfony: same answers as Symfony\'s own token_bucket for one sequence of costs'] = function () use ($sfConfig) {
+    $costs = [1, 2, 1, 3, 1, 0, 2, 1, 4];
+    $config = $sfConfig(6);
+    $stock = (new RateLimiterFactory($config, new InMemoryStorage()))->create('k');
+    $bridge = (new ExtensionLimiterFactory($config))->create(fresh('sf2'));
+    $a = $b = [];
+    foreach ($costs as $cost) {
+        foreach ([[$stock, &$a], [$bridge, &$b]] as [$limiter, &$out]) {
+            $rl = $limiter->consume($cost);
+            $out[] = ($rl->isAccepted() ? 'A' : 'D') . $rl->getRemainingTokens() . '/' . $rl->getLimit();
+        }
+        unset($out);
+    }
+    check($a === $b, 'stock ' . implode(' ', $a) . ' vs bridge ' . implode(' ', $b));
+    return 'costs ' . implode(',', $costs) . ': both ' . implode(' ', $b);
+};
+
+$tests['symfony: reserve() refused, tokens beyond the burst or negative refused, consume(0) takes nothing'] = function () use ($sfConfig) {
+    $limiter = (new ExtensionLimiterFactory($sfConfig(3)))->create(fresh('sf3'));
+    throws(ReserveNotSupportedException::class, fn () => $limiter->reserve());
+    throws(ReserveNotSupportedException::class, fn () => $limiter->reserve(1, 10.0));
+    $e = throws(InvalidArgumentException::class, fn () => $limiter->consume(4));
+    throws(InvalidArgumentException::class, fn () => $limiter->consume(-1));
+    $limiter->consume(2);
+    $peeks = [$limiter->consume(0), $limiter->consume(0)];
+    foreach ($peeks as $p) {
+        check($p->isAccepted() && $p->getRemainingTokens() === 1, 'consume(0): ' . $p->getRemainingTokens());
+    }
+    return 'reserve: ReserveNotSupportedException; consume(4) of 3: "' . $e->getMessage() . '"; consume(0) twice: remaining 1, 1';
+};
+
+$tests['symfony: factory reads token_bucket options as Symfony does, refuses what it cannot honour'] = function () {
+    $f = fn (array $c) => (new ExtensionLimiterFactory($c))->create('x');
+    $api = $f(['id' => 'anonymous_api', 'policy' => 'token_bucket', 'limit' => 100, 'rate' => ['interval' => '1 minute', 'amount' => 10]]);
+    check($api instanceof ExtensionLimiter && $api->getPer() === 600.0 && $api->getLimit() === 100 && $api->getScope() === 'anonymous_api',
+        'limit 100, 10 per minute: per ' . ($api instanceof ExtensionLimiter ? $api->getPer() : '?'));
+    $one = $f(['id' => 'x', 'policy' => 'token_bucket', 'limit' => 4, 'rate' => ['interval' => '15 seconds']]);
+    check($one instanceof ExtensionLimiter && $one->getPer() === 60.0, 'amount defaults to 1');
+    $fixed = $f(['id' => 'x', 'policy' => 'fixed_window', 'limit' => 5, 'interval' => '10 seconds']);
+    check($fixed instanceof ExtensionLimiter && $fixed->getPer() === 10.0, 'fixed_window');
+    check($f(['id' => 'x', 'policy' => 'no_limit']) instanceof NoLimiter, 'no_limit');
+    $odd = $f(['id' => 'login form (admin)', 'policy' => 'fixed_window', 'limit' => 5, 'interval' => '1 hour']);
+    check($odd instanceof ExtensionLimiter && preg_match('/^login_form__admin_\.[0-9a-f]{8}$/', $odd->getScope()) === 1, 'scope ' . ($odd instanceof ExtensionLimiter ? $odd->getScope() : '?'));
+    throws(LogicException::class, fn () => $f(['id' => 'x', 'policy' => 'sliding_window', 'limit' => 5, 'interval' => '1 hour']));
+    throws(LogicException::class, fn () => $f(['id' => 'x', 'policy' => 'token_bucket', 'limit' => 5, 'rate' => ['interval' => 'fortnightly-ish']]));
+    throws(InvalidArgumentException::class, fn () => $f(['id' => 'x', 'policy' => 'token_bucket', 'limit' => 5, 'rate' => ['interval' => '1 hour'], 'limt' => 3]));
+    throws(InvalidArgumentException::class, fn () => $f(['id' => 'x', 'policy' => 'token_bucket', 'limit' => 0, 'rate' => ['interval' => '1 hour']]));
+    throws(InvalidArgumentException::class, fn () => $f(['policy' => 'token_bucket', 'limit' => 5, 'rate' => ['interval' => '1 hour']]));
+    return '100 burst, 10 per minute -> bucket of 100 refilled in 600 s; fixed_window 5 per 10 s -> 5 per 10 s; '
+        . 'no_limit -> NoLimiter; scope of "login form (admin)": ' . $odd->getScope() . '; sliding_window, bad interval, unknown option, limit 0, no id: refused';
+};
+
+$tests['symfony: null and "" keys share one bucket, a 2000-byte key works'] = function () use ($sfConfig) {
+    $factory = new ExtensionLimiterFactory(['id' => fresh('sf5'), 'policy' => 'token_bucket', 'limit' => 2, 'rate' => ['interval' => '1 day']]);
+    $a = $factory->create(null)->consume();
+    $b = $factory->create('')->consume();
+    check($a->getRemainingTokens() === 1 && $b->getRemainingTokens() === 0, 'null then "": ' . $a->getRemainingTokens() . ', ' . $b->getRemainingTokens());
+    $long = $factory->create(str_repeat('k', 2000))->consume();
+    check($long->isAccepted() && $long->getRemainingTokens() === 1, 'long key');
+    check(Key::subject(str_repeat('k', 2000)) !== Key::subject(str_repeat('k', 2001)), 'long keys distinct');
+    return 'create(null) then create(""): remaining 1, 0; 2000-byte key: accepted, remaining 1';
+};
+
+$tests['symfony: inflight option holds a slot until release()'] = function () {
+    $factory = new ExtensionLimiterFactory(['id' => 'unit_inflight', 'policy' => 'token_bucket', 'limit' => 10, 'rate' => ['interval' => '1 day'], 'inflight' => 1]);
+    $key = fresh('sf6');
+    $first = $factory->create($key);
+    check($first instanceof ExtensionLimiter, 'limiter class');
+    $a = $first->consume();
+    $second = $factory->create($key);
+    check($second instanceof ExtensionLimiter, 'limiter class');
+    $d = $second->decide();
+    $freed = $first->release();
+    $c = $second->consume();
+    check($a->isAccepted() && !$d->allowed && $d->reason === 'inflight' && $freed === 1 && $c->isAccepted(),
+        "first {$a->isAccepted()}, second {$d->reason}, freed $freed, then {$c->isAccepted()}");
+    return "first consume accepted; second: {$d->reason}; release() freed $freed; then accepted";
+};
+
+$tests['symfony: the README\'s services.yaml loads into Symfony\'s container and serves the limiter'] = function () use ($readme) {
+    $file = dirname(__DIR__) . '/examples/symfony/services.yaml';
+    $yaml = (string) file_get_contents($file);
+    check(str_contains((string) file_get_contents($readme), $yaml), "README.md does not contain $file verbatim");
+    $container = new ContainerBuilder();
+    (new YamlFileLoader($container, new FileLocator(dirname($file))))->load('services.yaml');
+    $container->getDefinition('limiter.anonymous_api')->setPublic(true);
+    $alias = 'RateLimit\\Bridge\\Symfony\\LimiterFactoryInterface $anonymousApiLimiter';
+    check($container->hasAlias($alias) && (string) $container->getAlias($alias) === 'limiter.anonymous_api', "no alias $alias");
+    $container->compile();
+    $factory = $container->get('limiter.anonymous_api');
+    check($factory instanceof ExtensionLimiterFactory, 'service class ' . get_debug_type($factory));
+    $limiter = $factory->create(fresh('sf7'));
+    check($limiter instanceof LimiterInterface, 'create()');
+    $rl = $limiter->consume();
+    check($rl->isAccepted() && $rl->getRemainingTokens() === 99 && $rl->getLimit() === 100, 'consume: ' . $rl->getRemainingTokens());
+    check($limiter instanceof ExtensionLimiter && $limiter->getPer() === 600.0, 'per');
+    $headers = $limiter->decide()->headers();
+    check(($headers['RateLimit-Policy'] ?? '') === '"anonymous_api";q=100;w=600', 'headers ' . json_encode($headers));
+    return 'limiter.anonymous_api: ' . get_class($factory) . ', consume: accepted, 99 of 100 left; RateLimit-Policy: ' . $headers['RateLimit-Policy'];
+};
+
+// ---------------------------------------------------------------- Laravel
+$tests['laravel: attempt() runs the callback only within maxAttempts, like the stock limiter'] = function () {
+    $stock = new StockRateLimiter(new CacheRepository(new ArrayStore()));
+    $bridge = new ExtensionRateLimiter();
+    $key = fresh('lv1');
+    $a = $b = [];
+    $ran = 0;
+    for ($i = 0; $i < 7; $i++) {
+        $a[] = var_export($stock->attempt($key, 5, fn () => 'sent', 100), true);
+        $b[] = var_export($bridge->attempt($key, 5, function () use (&$ran) {
+            $ran++;
+            return 'sent';
+        }, 100), true);
+    }
+    check($a === $b && $ran === 5, 'stock ' . implode(' ', $a) . ' vs bridge ' . implode(' ', $b) . ", ran $ran");
+    check($bridge->attempt(fresh('lv1b'), 5, fn () => null) === true, 'falsy callback result gives true');
+    return 'attempt x7 (max 5): both ' . implode(' ', $b) . "; callback ran $ran times";
+};
+
+$tests['laravel: tooManyAttempts, hit, attempts, remaining, availableIn, clear on the bucket'] = function () {
+    $stock = new StockRateLimiter(new CacheRepository(new ArrayStore()));
+    $bridge = new ExtensionRateLimiter();
+    $key = fresh('lv2');
+    $trace = function (StockRateLimiter $l) use ($key): string {
+        $t = [];
+        for ($i = 0; $i < 6; $i++) {
+            $too = $l->tooManyAttempts($key, 5);
+            $t[] = $too ? 'T' : ('h' . $l->hit($key, 100));
+        }
+        $t[] = 'a' . $l->attempts($key) . ' r' . $l->remaining($key, 5);
+        $l->clear($key);
+        $t[] = 'clear a' . $l->attempts($key) . ' r' . $l->remaining($key, 5) . ' ' . var_export($l->tooManyAttempts($key, 5), true);
+        return implode(' ', $t);
+    };
+    $s = $trace($stock);
+    $b = $trace($bridge);
+    check($s === $b, "stock [$s] vs bridge [$b]");
+    // availableIn: stock counts to the end of its window (100 s), the bucket to the next token (100 / 5 s).
+    for ($i = 0; $i < 5; $i++) {
+        $bridge->hit($key, 100);
+    }
+    $in = $bridge->availableIn($key);
+    check($in === 20, "availableIn $in, want 20");
+    $limit = Limit::perMinute(5);
+    check($limit->maxAttempts === 5 && $limit->decayMinutes === 1, 'Limit::perMinute');
+    return "both: $b; availableIn after 5 hits (5 per 100 s): $in s (next token)";
+};
+
+$tests['laravel: check-then-hit stays exact when another worker takes the last token in between'] = function () {
+    $key = fresh('lv3');
+    $workerA = new ExtensionRateLimiter();
+    $workerB = new ExtensionRateLimiter();
+    $told = $workerA->tooManyAttempts($key, 1);     // A: go ahead
+    $bTook = $workerB->attempt($key, 1, fn () => true, 60);   // B takes the only token
+    $e = throws(ThrottleRequestsException::class, fn () => $workerA->hit($key, 60));
+    check(!$told && $bTook === true, 'setup');
+    check($e instanceof ThrottleRequestsException && $e->getStatusCode() === 429, 'a 429 ThrottleRequestsException');
+    check($e->getPrevious() instanceof TooManyAttemptsException, 'previous: ' . get_debug_type($e->getPrevious()));
+    $h = $e->getHeaders();
+    check(($h['Retry-After'] ?? 0) === 60 && ($h['X-RateLimit-Limit'] ?? 0) === 1 && ($h['X-RateLimit-Remaining'] ?? -1) === 0, 'headers ' . json_encode($h));
+    // A hit that nobody checked first only reports the overflow.
+    $over = $workerA->hit($key, 60);
+    check($over === 2, "unchecked hit on an empty bucket: $over");
+    return 'A told to go ahead, B took the token, A hit(): 429 ThrottleRequestsException (previous: TooManyAttemptsException), Retry-After ' . $h['Retry-After'] . "; unchecked hit: returns $over (max + 1)";
+};
+
+$tests['laravel: the stock throttle middleware (named and unnamed) on the bridge'] = function () {
+    $limiter = new ExtensionRateLimiter();
+    $mw = new ThrottleRequests($limiter);
+    $key = fresh('lv4');
+    $limiter->for('api', fn (Request $r) => Limit::perMinute(3)->by($r->query('u')));
+    $request = Request::create('/x?u=' . $key, 'GET', [], [], [], ['REMOTE_ADDR' => '203.0.113.9']);
+    $request->setRouteResolver(fn () => new Route('GET', '/x', []));
+    $out = [];
+    foreach (['api', null] as $named) {
+        $codes = [];
+        for ($i = 0; $i < 5; $i++) {
+            try {
+                $args = $named === null ? [3, 1, $key] : ['api'];
+                $response = $mw->handle($request, fn () => new Response('ok'), ...$args);
+                $codes[] = $response->getStatusCode() . '(' . $response->headers->get('X-RateLimit-Remaining') . ')';
+            } catch (ThrottleRequestsException $e) {
+                $codes[] = $e->getStatusCode() . '(Retry-After ' . $e->getHeaders()['Retry-After'] . ')';
+            }
+        }
+        $out[] = ($named === null ? 'throttle:3,1' : 'throttle:api') . ': ' . implode(' ', $codes);
+    }
+    $want = '200(2) 200(1) 200(0) 429(Retry-After 20) 429(Retry-After 20)';
+    check($out === ["throttle:api: $want", "throttle:3,1: $want"], implode('; ', $out));
+    return implode('; ', $out);
+};
+
+$tests['laravel: the service provider binds the bridge, also after Laravel\'s CacheServiceProvider loads'] = function () use ($readme) {
+    $files = [];
+    foreach (['app', 'ratelimit'] as $name) {
+        $files[$name] = dirname(__DIR__) . "/examples/laravel/config/$name.php";
+        $snippet = trim(substr((string) file_get_contents($files[$name]), strlen("<?php\n")));
+        check(str_contains((string) file_get_contents($readme), $snippet), "README.md does not contain {$files[$name]} verbatim");
+    }
+    $config = require $files['ratelimit'];
+    $app = new Container();
+    $app->instance('config', new ConfigRepository([
+        'cache' => ['default' => 'array', 'stores' => ['array' => ['driver' => 'array']]],
+        'ratelimit' => ['scope' => 'app_limits'] + $config,
+    ]));
+    $providers = (require $files['app'])['providers'];
+    check($providers === [RateLimitServiceProvider::class], 'providers ' . json_encode($providers));
+    foreach ($providers as $provider) {
+        (new $provider($app))->register();
+    }
+    $first = $app->make(StockRateLimiter::class);
+    // What the deferred CacheServiceProvider does when the cache is first used: bind the stock one again.
+    (new CacheServiceProvider($app))->register();
+    $app->forgetInstance(StockRateLimiter::class);
+    $again = $app->make(StockRateLimiter::class);
+    $mw = $app->make(ThrottleRequests::class);
+    $inner = (fn () => $this->limiter)->call($mw);
+    check($first instanceof ExtensionRateLimiter && $again instanceof ExtensionRateLimiter && $inner === $again
+        && $app->make(StockRateLimiter::class) === $again, 'bound: ' . get_class($first) . ', ' . get_class($again));
+    $key = fresh('lv5');
+    $again->hit($key, 60);
+    check(ratelimit_peek(Key::subject($key), limit: 60, per: 60.0, scope: 'app_limits')->remaining === 59, 'config scope used');
+    return 'make(Illuminate\Cache\RateLimiter): ' . get_class($again) . ' (also after CacheServiceProvider re-binds it); ThrottleRequests gets it; scope from config: app_limits';
+};
+
+$tests['laravel: inflight option: attempt() holds a slot while its callback runs'] = function () {
+    $limiter = new ExtensionRateLimiter(inflight: 1);
+    $key = fresh('lv6');
+    $inner = null;
+    $outer = $limiter->attempt($key, 10, function () use ($limiter, $key, &$inner) {
+        $inner = $limiter->attempt($key, 10, fn () => 'nested', 60);
+        return 'outer';
+    }, 60);
+    $after = $limiter->attempt($key, 10, fn () => 'after', 60);
+    check($outer === 'outer' && $inner === false && $after === 'after', "outer $outer, inner " . var_export($inner, true) . ", after $after");
+    return 'inflight 1: a nested attempt() during the callback: false; after it returned: runs';
+};
+
+foreach ($tests as $name => $fn) {
+    try {
+        $figures = $fn();
+        echo "ok - $name: $figures\n";
+    } catch (Throwable $e) {
+        $failed++;
+        $where = $e instanceof Failed ? '' : ' (' . get_class($e) . ' at ' . basename($e->getFile()) . ':' . $e->getLine() . ')';
+        echo "not ok - $name: " . $e->getMessage() . "$where\n";
+    }
+}
+exit($failed === 0 ? 0 : 1);

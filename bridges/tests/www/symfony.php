@@ -1,0 +1,41 @@
+<?php
+// One Symfony rate decision per request, by the stock token_bucket or by the bridge; the same
+// code for both but for the factory:
+//   ?impl=bridge|stock&s=KEY&limit=5 (&cache=shared|master: the stock limiter's cache and lock
+//   dirs, one for the host or one per php-fpm master; &ms=N sleeps N ms after deciding)
+// 200 when accepted, 429 when not; X-Worker-Pid names the worker.
+declare(strict_types=1);
+
+require dirname(__DIR__) . '/bootstrap.php';
+
+use RateLimit\Bridge\Symfony\ExtensionLimiterFactory;
+use Symfony\Component\Cache\Adapter\FilesystemAdapter;
+use Symfony\Component\Lock\LockFactory;
+use Symfony\Component\Lock\Store\FlockStore;
+use Symfony\Component\RateLimiter\RateLimiterFactory;
+use Symfony\Component\RateLimiter\Storage\CacheStorage;
+
+header('X-Worker-Pid: ' . getmypid());
+$limit = (int) ($_GET['limit'] ?? 5);
+// framework.rate_limiter.fpm_test: token_bucket, `limit` tokens, `limit` more per day.
+$config = ['id' => 'fpm_test', 'policy' => 'token_bucket', 'limit' => $limit, 'rate' => ['interval' => '1 day', 'amount' => $limit]];
+
+if (($_GET['impl'] ?? '') === 'bridge') {
+    $factory = new ExtensionLimiterFactory($config);
+} else {
+    $dir = getenv('RL_TMP') . '/sf-stock-' . (($_GET['cache'] ?? 'shared') === 'master' ? getenv('RL_MASTER') : 'shared');
+    $factory = new RateLimiterFactory(
+        $config,
+        new CacheStorage(new FilesystemAdapter('ratelimit', 0, $dir . '/cache')),
+        new LockFactory(new FlockStore($dir . '/locks')),
+    );
+}
+$limit = $factory->create($_GET['s'] ?? 'demo')->consume();
+
+header('X-RateLimit-Reason: ' . ($limit->isAccepted() ? 'ok' : 'rate'));
+header('X-RateLimit-Remaining: ' . $limit->getRemainingTokens());
+if (isset($_GET['ms'])) {
+    usleep(1000 * (int) $_GET['ms']);
+}
+http_response_code($limit->isAccepted() ? 200 : 429);
+echo $limit->isAccepted() ? "ok\n" : "Too Many Requests\n";
