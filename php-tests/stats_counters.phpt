@@ -23,6 +23,10 @@ $s = ratelimit_stats();
 ksort($s);
 foreach ($s as $k => $v) echo "$k=$v\n";
 
+// Denials decided from a snapshot are written by this process's next write, or within a
+// second (here: by ratelimit_stats() a second later).
+rl_pause(1.1);
+ratelimit_stats();
 echo "-- another process counts in the same file\n";
 $r = rl_run([], 'ratelimit_acquire("a", 2, 60); ratelimit_acquire("z", 2, 60); $s = ratelimit_stats(); ksort($s); echo json_encode($s), "\n";');
 echo trim($r['out']), "\n";

@@ -171,6 +171,15 @@ impl Limiter {
         if !held.is_empty() && self.store.release(&held, &self.unwritten).is_ok() {
             self.succeeded();
         }
+        self.store.tick();
+    }
+
+    /// The process is ending: writes what is still held back. Best effort.
+    pub fn shutdown(&mut self) {
+        self.end_request();
+        if self.store.flush(&self.unwritten).is_ok() {
+            self.unwritten = Counters::default();
+        }
     }
 
     /// Leases the current request holds.

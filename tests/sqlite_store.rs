@@ -367,3 +367,61 @@ fn a_released_lease_lowers_the_drain_floor() {
         10
     );
 }
+
+/// A denial needs no write lock: it is decided from a read snapshot (WAL readers never wait
+/// for the writer), so a hammered subject costs no write and waits for no one.
+#[test]
+fn a_denial_is_decided_while_another_writer_holds_the_lock() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 10, &clock);
+    assert!(
+        acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0)
+            .verdict
+            .allowed
+    );
+    let holder = rusqlite::Connection::open(&f.path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    let v = acquire(&mut s, &clock, T0 + 10, 1, 1, 3_600_000, 0).verdict;
+    assert_eq!(v.reason, Reason::Rate);
+    assert!(
+        started.elapsed() < Duration::from_millis(50),
+        "{:?}",
+        started.elapsed()
+    );
+    // An allowed decision still needs the lock: busy now.
+    let other = s.acquire(&key(2), &ask(1, 3_600_000, 0), 60_000, &NONE);
+    assert!(other.is_err_and(|e| e.kind() == ErrorKind::Busy));
+    holder.execute_batch("COMMIT").unwrap();
+}
+
+/// Counts of denials from snapshots are written by the process's next write, at the latest
+/// within a second (or when the store is flushed at process end): none is lost.
+#[test]
+fn counts_of_snapshot_denials_are_written_later_and_none_is_lost() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 10, &clock);
+    let mut observer = open(&f.path, 10, &clock);
+    acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0);
+    for _ in 0..5 {
+        acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0);
+    }
+    assert_eq!(
+        s.stats().unwrap().counters.denied_rate,
+        5,
+        "this process counts them"
+    );
+    assert_eq!(
+        observer.stats().unwrap().counters.denied_rate,
+        0,
+        "not written yet"
+    );
+    acquire(&mut s, &clock, T0, 2, 1, 3_600_000, 0); // a write carries them
+    assert_eq!(observer.stats().unwrap().counters.denied_rate, 5);
+    acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0);
+    s.flush(&NONE).unwrap();
+    let c = observer.stats().unwrap().counters;
+    assert_eq!((c.allowed, c.denied_rate), (2, 6));
+}

@@ -229,6 +229,13 @@ unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
     0
 }
 
+/// Writes the counts this process still holds back (denials served from snapshots): under FPM
+/// this runs in each worker as it exits, and in the master, which has nothing to write.
+unsafe extern "C" fn module_shutdown(_type: i32, _module_number: i32) -> i32 {
+    let _ = catch_unwind(worker::shutdown);
+    0
+}
+
 // SAFETY (for the extern statics and functions below): all are exported by every PHP 8 binary
 // with these types; they are only read during module startup and phpinfo().
 unsafe extern "C" {
@@ -344,5 +351,6 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
             DataType::Array,
         ))
         .request_shutdown_function(request_shutdown)
+        .shutdown_function(module_shutdown)
         .info_function(info)
 }

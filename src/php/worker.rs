@@ -91,6 +91,20 @@ pub fn end_request() {
     });
 }
 
+/// At process end (module shutdown): writes what this process's limiter still holds back.
+pub fn shutdown() {
+    WORKER.with(|cell| {
+        if let Some(mut w) = cell.borrow_mut().take() {
+            if w.pid == std::process::id() {
+                w.limiter.shutdown();
+            } else {
+                // Inherited across fork: the parent's, not ours to write or close.
+                std::mem::forget(w);
+            }
+        }
+    });
+}
+
 /// The database and key paths for phpinfo(), without opening anything.
 pub fn paths(config: &Config) -> (PathBuf, PathBuf) {
     let tmp = temp_dir();

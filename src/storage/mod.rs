@@ -156,4 +156,15 @@ pub trait Store {
 
     /// The shared counters and gauges.
     fn stats(&mut self) -> Result<Stats, StoreError>;
+
+    /// Called at the end of each request: a store that batches counts writes them when they
+    /// have waited long enough, so that a process killed later loses at most its last second.
+    fn tick(&mut self) {}
+
+    /// Writes what the store still holds back (counts it batches), with `unwritten`; called
+    /// at process end. A store that writes everything at once has nothing to do.
+    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
+        let _ = unwritten;
+        Ok(())
+    }
 }

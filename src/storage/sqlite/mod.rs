@@ -17,12 +17,13 @@ use super::{Acquired, Clock, Counters, ErrorKind, Stats, Store, StoreError};
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask, Verdict};
 use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
-use crate::core::subject::BucketKey;
+use crate::core::subject::{BucketKey, Pseudonym};
 use crate::opslog::{Event, OpsLog};
 use busy::Budget;
 use counts::Delta;
 use rand::TryRng;
 use rusqlite::{params, Connection, ErrorCode, FileControl, OpenFlags, OptionalExtension};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +31,8 @@ use tx::WriteTx;
 
 /// How often a process checks that the path still names the file it has open.
 const MOVED_CHECK: Duration = Duration::from_secs(1);
+/// How long counts of denials served from snapshots may wait to be written.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 pub struct SqliteStore {
     /// None until the first call, and after the file was found removed, replaced or corrupt:
@@ -42,8 +45,14 @@ pub struct SqliteStore {
     log: Arc<OpsLog>,
     /// When the path was last compared with the open file.
     checked_at: Instant,
-    /// Counts of this store's own events (reopening), written by its next successful step.
+    /// Counts not written yet: this store's own events (reopening) and the denials it served
+    /// from a snapshot, written by its next write, within a second, or by [`Store::flush`].
     noted: Counters,
+    /// Buckets denied from a snapshot since the last write, with the recency to give them
+    /// (so that a hammered bucket never looks idle to eviction).
+    touched: HashMap<Pseudonym, i64>,
+    /// When the counts above were last written.
+    flushed_at: Instant,
 }
 
 impl SqliteStore {
@@ -65,6 +74,8 @@ impl SqliteStore {
             log,
             checked_at: Instant::now(),
             noted: Counters::default(),
+            touched: HashMap::new(),
+            flushed_at: Instant::now(),
         }
     }
 
@@ -246,8 +257,17 @@ impl SqliteStore {
         };
         delta.counters.add(&self.noted);
         let conn = self.conn.as_ref().expect("opened above");
+        let touched = &self.touched;
         let result = (|| {
             let tx = WriteTx::begin(conn)?;
+            // First the recency of buckets denied from snapshots, so that eviction in `f`
+            // sees them as used.
+            for (bucket, used_at) in touched {
+                conn.prepare_cached(
+                    "UPDATE buckets SET used_at = ?2 WHERE key = ?1 AND used_at < ?2",
+                )?
+                .execute(params![bucket, used_at])?;
+            }
             let out = f(conn, &mut delta, (self.clock)())?;
             counts::flush(conn, &delta)?;
             tx.commit()?;
@@ -256,6 +276,8 @@ impl SqliteStore {
         match result {
             Ok(out) => {
                 self.noted = Counters::default();
+                self.touched.clear();
+                self.flushed_at = Instant::now();
                 Ok(out)
             }
             Err(e) => Err(self.failed(e)),
@@ -289,6 +311,74 @@ impl SqliteStore {
         let result = f(self.conn.as_ref().expect("opened above"), now);
         result.map_err(|e| self.failed(e))
     }
+}
+
+impl SqliteStore {
+    /// Writes the held-back counts when the last write is a second old or more. Best effort:
+    /// on failure they stay held back.
+    pub fn flush_if_due(&mut self) {
+        let pending = !self.noted.is_zero() || !self.touched.is_empty();
+        if pending && self.flushed_at.elapsed() >= FLUSH_EVERY {
+            let _ = self.write(&Counters::default(), |_, _, _| Ok(()));
+        }
+    }
+
+    /// A denial decided from a read snapshot, without the write lock: exact, because between
+    /// the snapshot and now other writers can only have taken tokens (or slots), and time can
+    /// only have added what the refill computes, so a denial then is a denial now. None when
+    /// the snapshot allows (the write transaction decides again) or holds no bucket.
+    fn deny_from_snapshot(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+    ) -> Result<Option<Acquired>, StoreError> {
+        let found = self.read(|conn, now| {
+            let tx = conn.unchecked_transaction()?;
+            let Some(stored) = read_bucket(&tx, key)? else {
+                return Ok(None);
+            };
+            let slots = if ask.max_inflight > 0 {
+                live_slots_at(&tx, key, now)?
+            } else {
+                Slots::default()
+            };
+            tx.commit()?;
+            Ok(Some((stored, slots, now)))
+        })?;
+        let Some((stored, slots, now)) = found else {
+            return Ok(None);
+        };
+        let d = decision::decide(Some(stored.bucket), ask, slots, now);
+        if d.verdict.allowed {
+            return Ok(None);
+        }
+        self.noted.record(d.verdict.reason);
+        self.noted.clock_regressions += u64::from(d.clock_regressed);
+        let used_at = evict::used_at(now);
+        if used_at > stored.used_at {
+            let t = self.touched.entry(key.bucket).or_insert(used_at);
+            *t = (*t).max(used_at);
+        }
+        Ok(Some(Acquired {
+            verdict: d.verdict,
+            lease: None,
+        }))
+    }
+}
+
+/// The bucket's leases still live at `now` (expired ones may not be deleted yet).
+fn live_slots_at(tx: &Connection, key: &BucketKey, now: i64) -> rusqlite::Result<Slots> {
+    let (live, earliest) = tx
+        .prepare_cached(
+            "SELECT count(*), min(expires) FROM leases WHERE key = ?1 AND expires > ?2",
+        )?
+        .query_row(params![key.bucket, now], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
+        })?;
+    Ok(Slots {
+        live: live as u64,
+        earliest_expiry: earliest,
+    })
 }
 
 /// Closes a connection without letting SQLite delete `-wal`/`-shm` by name, as the last
@@ -357,6 +447,12 @@ impl Store for SqliteStore {
         } else {
             None
         };
+        if let Some(denied) = self.deny_from_snapshot(key, ask)? {
+            // Written later (see `noted`): the caller's counts are in our hands now.
+            self.noted.add(unwritten);
+            self.flush_if_due();
+            return Ok(denied);
+        }
         let max_entries = self.max_entries;
         self.write(unwritten, |tx, delta, now| {
             let stored = read_bucket(tx, key)?;
@@ -470,9 +566,30 @@ impl Store for SqliteStore {
     }
 
     fn stats(&mut self) -> Result<Stats, StoreError> {
+        self.flush_if_due();
         let mut s = self.read(counts::read)?;
         s.counters.add(&self.noted);
         Ok(s)
+    }
+
+    fn tick(&mut self) {
+        self.flush_if_due();
+    }
+
+    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
+        if unwritten.is_zero() && self.noted.is_zero() && self.touched.is_empty() {
+            return Ok(());
+        }
+        self.write(unwritten, |_, _, _| Ok(()))
+    }
+}
+
+impl Drop for SqliteStore {
+    /// Writes what is still pending (a process ending normally loses no count); best effort.
+    fn drop(&mut self) {
+        if self.conn.is_some() {
+            let _ = self.flush(&Counters::default());
+        }
     }
 }
 
