@@ -87,6 +87,8 @@ pub enum StoreError {
     },
     /// The operating system gave no random bytes for a lease name.
     Random(String),
+    /// The database, a file next to it or its directory is not ours (see [`crate::trust`]).
+    Untrusted(crate::trust::Untrusted),
 }
 
 impl fmt::Display for StoreError {
@@ -111,6 +113,7 @@ impl fmt::Display for StoreError {
                 write!(f, "ratelimit: database {}: {source}", path.display())
             }
             StoreError::Random(e) => write!(f, "ratelimit: no random bytes for a lease: {e}"),
+            StoreError::Untrusted(u) => u.fmt(f),
         }
     }
 }

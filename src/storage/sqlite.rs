@@ -138,10 +138,13 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`. Call after fork, never before.
+    /// The file must be ours (see [`crate::trust::check_database`]); no link is followed.
     pub fn open(path: &Path, busy_timeout_ms: u64, max_entries: u64) -> Result<Self, StoreError> {
+        crate::trust::check_database(path).map_err(StoreError::Untrusted)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let conn = Connection::open_with_flags(path, flags).map_err(|source| StoreError::Open {
             path: path.to_owned(),
             source,
@@ -172,7 +175,12 @@ impl SqliteStore {
                     Some(left) => std::thread::sleep(Duration::from_micros(500).min(left)),
                     None => return Err(StoreError::Busy),
                 },
-                other => return other.map(|()| store),
+                other => {
+                    other?;
+                    // -wal and -shm exist now: give them the database's mode.
+                    crate::trust::match_companion_modes(path).map_err(StoreError::Untrusted)?;
+                    return Ok(store);
+                }
             }
         }
     }
