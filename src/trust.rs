@@ -123,9 +123,12 @@ fn verdict(problems: Vec<String>) -> Result<(), String> {
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        Err(problems.join(", and "))
     }
 }
+
+// The judges below answer with what is wrong as verb phrases ("is owned by uid 1001, ...",
+// "has mode 0644 (...), wanted 0600 or stricter"); the caller puts the subject in front.
 
 /// The per-user directory `<temp dir>/php-ratelimit-<euid>/`: a directory (not a link), owned
 /// by the effective user (root's is not good enough: it is not ours), no access for group or
@@ -133,20 +136,20 @@ fn verdict(problems: Vec<String>) -> Result<(), String> {
 pub fn judge_private_dir(f: Facts, euid: u32) -> Result<(), String> {
     if file_type(f.mode) != S_IFDIR {
         return Err(format!(
-            "the per-user directory is {}, wanted a directory of mode 0700 owned by uid {euid}",
+            "is {}, wanted a directory of mode 0700 owned by uid {euid}",
             kind(f.mode)
         ));
     }
     let mut p = Vec::new();
     if f.uid != euid {
         p.push(format!(
-            "the per-user directory is owned by uid {}, not by the effective user (uid {euid})",
+            "is owned by uid {}, not by the effective user (uid {euid})",
             f.uid
         ));
     }
     if f.mode & 0o077 != 0 {
         p.push(format!(
-            "the per-user directory has mode {} ({}), wanted 0700",
+            "has mode {} ({}), wanted 0700",
             octal(f.mode),
             access(f.mode)
         ));
@@ -159,18 +162,18 @@ pub fn judge_private_dir(f: Facts, euid: u32) -> Result<(), String> {
 /// and put theirs in its place between the check and the open).
 pub fn judge_temp_dir(f: Facts, euid: u32) -> Result<(), String> {
     if file_type(f.mode) != S_IFDIR {
-        return Err(format!("the temp directory is {}", kind(f.mode)));
+        return Err(format!("is {}", kind(f.mode)));
     }
     let mut p = Vec::new();
     if !owner_ok(f.uid, euid) {
         p.push(format!(
-            "the temp directory is owned by uid {}, not by the effective user (uid {euid}) or root",
+            "is owned by uid {}, not by the effective user (uid {euid}) or root",
             f.uid
         ));
     }
     if f.mode & 0o002 != 0 && f.mode & S_ISVTX == 0 {
         p.push(format!(
-            "the temp directory has mode {}: writable by every user without the sticky bit",
+            "has mode {} (writable by every user, without the sticky bit)",
             octal(f.mode)
         ));
     }
@@ -181,22 +184,19 @@ pub fn judge_temp_dir(f: Facts, euid: u32) -> Result<(), String> {
 /// or root, with no access at all for group or others (the key is the only secret here).
 pub fn judge_key(f: Facts, euid: u32) -> Result<(), String> {
     if file_type(f.mode) != S_IFREG {
-        return Err(format!(
-            "the key file is {}, wanted a regular file",
-            kind(f.mode)
-        ));
+        return Err(format!("is {}, wanted a regular file", kind(f.mode)));
     }
     let mut p = Vec::new();
     if !owner_ok(f.uid, euid) {
         p.push(format!(
-            "the key file is owned by uid {}, not by the effective user (uid {euid}) or root: \
-             its owner knows the key",
+            "is owned by uid {}, not by the effective user (uid {euid}) or root (its owner \
+             knows the key)",
             f.uid
         ));
     }
     if f.mode & 0o077 != 0 {
         p.push(format!(
-            "the key file has mode {} ({}), wanted 0600 or stricter",
+            "has mode {} ({}), wanted 0600 or stricter",
             octal(f.mode),
             access(f.mode)
         ));
@@ -210,26 +210,25 @@ pub fn judge_key(f: Facts, euid: u32) -> Result<(), String> {
 pub fn judge_database(f: Facts, euid: u32) -> Result<(), String> {
     if file_type(f.mode) == S_IFLNK {
         return Err(
-            "it is a symbolic link: the database is opened without following links \
-                    (SQLITE_OPEN_NOFOLLOW), since someone else's link could send our writes \
-                    into another file"
+            "is a symbolic link (someone else's link could send our writes into \
+                    another file; the database is opened with SQLITE_OPEN_NOFOLLOW)"
                 .to_string(),
         );
     }
     if file_type(f.mode) != S_IFREG {
-        return Err(format!("it is {}, wanted a regular file", kind(f.mode)));
+        return Err(format!("is {}, wanted a regular file", kind(f.mode)));
     }
     let mut p = Vec::new();
     if !owner_ok(f.uid, euid) {
         p.push(format!(
-            "it is owned by uid {}, not by the effective user (uid {euid}) or root: its owner \
-             could read and rewrite every bucket",
+            "is owned by uid {}, not by the effective user (uid {euid}) or root (its owner \
+             could read and rewrite every bucket)",
             f.uid
         ));
     }
     if f.mode & 0o002 != 0 {
         p.push(format!(
-            "it has mode {} (writable by others), wanted 0600, or 0660 in a group-shared directory",
+            "has mode {} (writable by others), wanted 0600, or 0660 in a group-shared directory",
             octal(f.mode)
         ));
     }
@@ -241,21 +240,21 @@ pub fn judge_database(f: Facts, euid: u32) -> Result<(), String> {
 /// there, the default location `<temp dir>/php-ratelimit-<euid>/` is the way.
 pub fn judge_database_dir(f: Facts, euid: u32) -> Result<(), String> {
     if file_type(f.mode) != S_IFDIR {
-        return Err(format!("its directory is {}", kind(f.mode)));
+        return Err(format!("is {}", kind(f.mode)));
     }
     let mut p = Vec::new();
     if !owner_ok(f.uid, euid) {
         p.push(format!(
-            "its directory is owned by uid {}, not by the effective user (uid {euid}) or root: \
-             that user could replace the files in it",
+            "is owned by uid {}, not by the effective user (uid {euid}) or root (that user \
+             could replace the files in it)",
             f.uid
         ));
     }
     if f.mode & 0o002 != 0 {
         p.push(format!(
-            "its directory has mode {} (writable by every user: anyone could plant a file or a \
-             link there); leave ratelimit.db_path empty to use <temp dir>/php-ratelimit-{euid}/, \
-             or use a directory of your own",
+            "has mode {} (writable by every user: anyone could plant a file or a link there); \
+             leave ratelimit.db_path empty to use <temp dir>/php-ratelimit-{euid}/, or use a \
+             directory of your own",
             octal(f.mode)
         ));
     }
@@ -293,7 +292,8 @@ pub fn private_dir(path: &Path) -> Result<(), Untrusted> {
 fn private_dir_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
     let parent = dir_of(path);
     match fs::metadata(parent) {
-        Ok(m) => judge_temp_dir(Facts::of(&m), euid).map_err(|w| untrusted(parent, w))?,
+        Ok(m) => judge_temp_dir(Facts::of(&m), euid)
+            .map_err(|w| untrusted(parent, format!("the temp directory {w}")))?,
         Err(e) => return Err(untrusted(parent, format!("the temp directory: {e}"))),
     }
     let created = match fs::DirBuilder::new().mode(0o700).create(path) {
@@ -313,9 +313,13 @@ fn private_dir_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
         .map_err(|e| {
             let found = fs::symlink_metadata(path).map(|m| Facts::of(&m));
             match found {
-                Ok(f) if judge_private_dir(f, euid).is_err() => {
-                    untrusted(path, judge_private_dir(f, euid).unwrap_err())
-                }
+                Ok(f) if judge_private_dir(f, euid).is_err() => untrusted(
+                    path,
+                    format!(
+                        "the per-user directory {}",
+                        judge_private_dir(f, euid).unwrap_err()
+                    ),
+                ),
                 _ if is_loop(&e) => untrusted(path, "the per-user directory is a symbolic link"),
                 _ => untrusted(path, format!("cannot open the per-user directory: {e}")),
             }
@@ -328,7 +332,8 @@ fn private_dir_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
     let m = dir
         .metadata()
         .map_err(|e| untrusted(path, format!("cannot stat the per-user directory: {e}")))?;
-    judge_private_dir(Facts::of(&m), euid).map_err(|w| untrusted(path, w))
+    judge_private_dir(Facts::of(&m), euid)
+        .map_err(|w| untrusted(path, format!("the per-user directory {w}")))
 }
 
 /// A key file opened for reading, and the verdict on it: the caller reads it either way (to
@@ -397,7 +402,7 @@ fn check_key_file_as(path: &Path, link_allowed: bool, euid: u32) -> io::Result<K
                 if let Err(w) = judge_key(Facts::of(&m), euid) {
                     return Ok(KeyFile {
                         file: None,
-                        verdict: Err(w),
+                        verdict: Err(format!("the key file {w}")),
                     });
                 }
             }
@@ -405,7 +410,8 @@ fn check_key_file_as(path: &Path, link_allowed: bool, euid: u32) -> io::Result<K
         }
         Err(e) => return Err(e),
     };
-    let verdict = judge_key(Facts::of(&file.metadata()?), euid);
+    let verdict =
+        judge_key(Facts::of(&file.metadata()?), euid).map_err(|w| format!("the key file {w}"));
     Ok(KeyFile {
         file: Some(file),
         verdict,
@@ -416,7 +422,12 @@ fn check_key_file_as(path: &Path, link_allowed: bool, euid: u32) -> io::Result<K
 /// [`judge_database_dir`]). Missing or unreadable: Ok, the creation then reports it.
 pub fn check_new_file_dir(path: &Path) -> Result<(), Untrusted> {
     match fs::metadata(dir_of(path)) {
-        Ok(m) => judge_database_dir(Facts::of(&m), euid()).map_err(|w| untrusted(path, w)),
+        Ok(m) => judge_database_dir(Facts::of(&m), euid()).map_err(|w| {
+            untrusted(
+                path,
+                format!("its directory {} {w}", dir_of(path).display()),
+            )
+        }),
         Err(_) => Ok(()),
     }
 }
@@ -447,7 +458,9 @@ fn check_database_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
         if let Ok(m) = fs::symlink_metadata(dir) {
             if m.file_type().is_symlink() {
                 let real = fs::canonicalize(dir)
-                    .map(|r| format!(": use the real path, {}", r.display()))
+                    .ok()
+                    .zip(path.strip_prefix(dir).ok())
+                    .map(|(r, rest)| format!(": use the real path {}", r.join(rest).display()))
                     .unwrap_or_default();
                 return Err(untrusted(
                     path,
@@ -464,7 +477,7 @@ fn check_database_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
         match fs::symlink_metadata(p) {
             Ok(m) => judge_database(Facts::of(&m), euid)
                 .map(|()| true)
-                .map_err(|w| untrusted(p, format!("the {name}: {w}"))),
+                .map_err(|w| untrusted(p, format!("the {name} {w}"))),
             Err(_) => Ok(false),
         }
     };
@@ -480,7 +493,7 @@ fn check_database_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
         return Ok(());
     };
     judge_database_dir(Facts::of(&dm), euid)
-        .map_err(|w| untrusted(path, format!("the database: {w}")))?;
+        .map_err(|w| untrusted(path, format!("its directory {} {w}", dir.display())))?;
     if !exists {
         let mode = database_mode(Facts::of(&dm));
         let created = OpenOptions::new()
@@ -524,7 +537,7 @@ pub fn match_companion_modes(path: &Path) -> Result<(), Untrusted> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(untrusted(&p, format!("cannot check its mode: {e}"))),
         };
-        judge_database(Facts::of(&m), euid()).map_err(|w| untrusted(&p, w))?;
+        judge_database(Facts::of(&m), euid()).map_err(|w| untrusted(&p, format!("it {w}")))?;
         if m.mode() & 0o777 != want {
             fs::set_permissions(&p, fs::Permissions::from_mode(want)).map_err(|e| {
                 untrusted(
@@ -696,14 +709,31 @@ mod tests {
 
     #[test]
     fn messages_name_the_path_and_octal_modes() {
-        let u = untrusted(
-            Path::new("/tmp/x.key"),
-            judge_key(reg(0o644, ME), ME).unwrap_err(),
+        let tmp = tempfile::tempdir().unwrap();
+        let k = tmp.path().join("x.key");
+        fs::write(&k, [7u8; 32]).unwrap();
+        chmod(&k, 0o644);
+        let what = check_key_file(&k, false).unwrap().verdict.unwrap_err();
+        assert_eq!(
+            what,
+            "the key file has mode 0644 (readable by group and others), wanted 0600 or stricter"
         );
-        let s = u.to_string();
-        assert!(
-            s.starts_with("ratelimit: refusing /tmp/x.key: the key file has mode 0644"),
-            "{s}"
+        let db = tmp.path().join("rl.sqlite");
+        fs::write(&db, b"").unwrap();
+        chmod(&db, 0o666);
+        assert_eq!(
+            check_database(&db).unwrap_err().to_string(),
+            format!(
+                "ratelimit: refusing {}: the database has mode 0666 (writable by others), \
+                 wanted 0600, or 0660 in a group-shared directory",
+                db.display()
+            )
+        );
+        let two = judge_key(reg(0o604, OTHER), ME).unwrap_err();
+        assert_eq!(
+            two,
+            "is owned by uid 1001, not by the effective user (uid 1000) or root (its owner \
+             knows the key), and has mode 0604 (readable by others), wanted 0600 or stricter"
         );
     }
 
