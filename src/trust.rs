@@ -48,11 +48,12 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// What the rules look at: `st_mode` (file type and permission bits) and `st_uid`.
+/// What the rules look at: `st_mode` (file type and permission bits), `st_uid`, `st_gid`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Facts {
     pub mode: u32,
     pub uid: u32,
+    pub gid: u32,
 }
 
 impl Facts {
@@ -60,6 +61,7 @@ impl Facts {
         Self {
             mode: m.mode(),
             uid: m.uid(),
+            gid: m.gid(),
         }
     }
 }
@@ -206,8 +208,10 @@ pub fn judge_key(f: Facts, euid: u32) -> Result<(), String> {
 
 /// The database file, and its `-wal`, `-shm` and `-journal` companions: regular files (a link
 /// could send our writes into someone else's file), owned by the effective user or root (their
-/// owner could read and rewrite every bucket), not writable by others.
-pub fn judge_database(f: Facts, euid: u32) -> Result<(), String> {
+/// owner could read and rewrite every bucket), not writable by others. In a group-shared
+/// directory (`shared`: its group, see [`shared_group`]) a file of that group may belong to
+/// another member: the operator shares the database on purpose.
+pub fn judge_database(f: Facts, euid: u32, shared: Option<u32>) -> Result<(), String> {
     if file_type(f.mode) == S_IFLNK {
         return Err(
             "is a symbolic link (someone else's link could send our writes into \
@@ -219,12 +223,19 @@ pub fn judge_database(f: Facts, euid: u32) -> Result<(), String> {
         return Err(format!("is {}, wanted a regular file", kind(f.mode)));
     }
     let mut p = Vec::new();
-    if !owner_ok(f.uid, euid) {
-        p.push(format!(
-            "is owned by uid {}, not by the effective user (uid {euid}) or root (its owner \
-             could read and rewrite every bucket)",
-            f.uid
-        ));
+    if !owner_ok(f.uid, euid) && shared != Some(f.gid) {
+        p.push(match shared {
+            None => format!(
+                "is owned by uid {}, not by the effective user (uid {euid}) or root (its owner \
+                 could read and rewrite every bucket)",
+                f.uid
+            ),
+            Some(g) => format!(
+                "is owned by uid {} and gid {}, not by the effective user (uid {euid}), root, \
+                 or the group of the group-shared directory (gid {g})",
+                f.uid, f.gid
+            ),
+        });
     }
     if f.mode & 0o002 != 0 {
         p.push(format!(
@@ -261,10 +272,17 @@ pub fn judge_database_dir(f: Facts, euid: u32) -> Result<(), String> {
     verdict(p)
 }
 
-/// The mode a new database gets in directory `dir`: 0660 in a group-shared directory (setgid
-/// and group-writable, e.g. `install -d -m 2770 -g www-data`), else 0600.
+/// The group of `dir` when it is group-shared on purpose: setgid and group-writable (e.g.
+/// `install -d -m 2770 -g www-data`), so that every file made in it belongs to that group.
+pub fn shared_group(dir: Facts) -> Option<u32> {
+    (file_type(dir.mode) == S_IFDIR && dir.mode & S_ISGID != 0 && dir.mode & 0o020 != 0)
+        .then_some(dir.gid)
+}
+
+/// The mode a new database gets in directory `dir`: 0660 in a group-shared directory, else
+/// 0600.
 pub fn database_mode(dir: Facts) -> u32 {
-    if dir.mode & S_ISGID != 0 && dir.mode & 0o020 != 0 {
+    if shared_group(dir).is_some() {
         0o660
     } else {
         0o600
@@ -473,9 +491,12 @@ fn check_database_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
             }
         }
     }
+    let dir = dir_of(path);
+    let dir_facts = fs::metadata(dir).ok().map(|m| Facts::of(&m));
+    let shared = dir_facts.and_then(shared_group);
     let check_file = |p: &Path, name: &str| -> Result<bool, Untrusted> {
         match fs::symlink_metadata(p) {
-            Ok(m) => judge_database(Facts::of(&m), euid)
+            Ok(m) => judge_database(Facts::of(&m), euid, shared)
                 .map(|()| true)
                 .map_err(|w| untrusted(p, format!("the {name} {w}"))),
             Err(_) => Ok(false),
@@ -488,14 +509,13 @@ fn check_database_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
             &format!("database's {suffix} file"),
         )?;
     }
-    let dir = dir_of(path);
-    let Ok(dm) = fs::metadata(dir) else {
+    let Some(dm) = dir_facts else {
         return Ok(());
     };
-    judge_database_dir(Facts::of(&dm), euid)
+    judge_database_dir(dm, euid)
         .map_err(|w| untrusted(path, format!("its directory {} {w}", dir.display())))?;
     if !exists {
-        let mode = database_mode(Facts::of(&dm));
+        let mode = database_mode(dm);
         let created = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -530,6 +550,9 @@ pub fn match_companion_modes(path: &Path) -> Result<(), Untrusted> {
         return Ok(());
     };
     let want = db.mode() & 0o777;
+    let shared = fs::metadata(dir_of(path))
+        .ok()
+        .and_then(|m| shared_group(Facts::of(&m)));
     for suffix in ["-wal", "-shm"] {
         let p = companion(path, suffix);
         let m = match fs::symlink_metadata(&p) {
@@ -537,7 +560,8 @@ pub fn match_companion_modes(path: &Path) -> Result<(), Untrusted> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(untrusted(&p, format!("cannot check its mode: {e}"))),
         };
-        judge_database(Facts::of(&m), euid()).map_err(|w| untrusted(&p, format!("it {w}")))?;
+        judge_database(Facts::of(&m), euid(), shared)
+            .map_err(|w| untrusted(&p, format!("it {w}")))?;
         if m.mode() & 0o777 != want {
             fs::set_permissions(&p, fs::Permissions::from_mode(want)).map_err(|e| {
                 untrusted(
@@ -561,22 +585,26 @@ mod tests {
 
     const ME: u32 = 1000;
     const OTHER: u32 = 1001;
+    const GID: u32 = 33;
     fn reg(perm: u32, uid: u32) -> Facts {
         Facts {
             mode: S_IFREG | perm,
             uid,
+            gid: GID,
         }
     }
     fn dir(perm: u32, uid: u32) -> Facts {
         Facts {
             mode: S_IFDIR | perm,
             uid,
+            gid: GID,
         }
     }
     fn link(uid: u32) -> Facts {
         Facts {
             mode: S_IFLNK | 0o777,
             uid,
+            gid: GID,
         }
     }
     fn mode_of(p: &Path) -> u32 {
@@ -625,6 +653,7 @@ mod tests {
         let fifo = Facts {
             mode: libc::S_IFIFO | 0o600,
             uid: ME,
+            gid: GID,
         };
         assert!(judge_key(fifo, ME).unwrap_err().contains("a FIFO"));
     }
@@ -632,19 +661,36 @@ mod tests {
     #[test]
     fn database_rules() {
         for ok in [0o600, 0o660, 0o644, 0o640] {
-            assert_eq!(judge_database(reg(ok, ME), ME), Ok(()), "{ok:o}");
-            assert_eq!(judge_database(reg(ok, 0), ME), Ok(()), "root's, {ok:o}");
+            assert_eq!(judge_database(reg(ok, ME), ME, None), Ok(()), "{ok:o}");
+            assert_eq!(
+                judge_database(reg(ok, 0), ME, None),
+                Ok(()),
+                "root's, {ok:o}"
+            );
         }
-        let e = judge_database(reg(0o666, ME), ME).unwrap_err();
+        let e = judge_database(reg(0o666, ME), ME, None).unwrap_err();
         assert!(
             e.contains("mode 0666 (writable by others), wanted 0600"),
             "{e}"
         );
-        let e = judge_database(reg(0o600, OTHER), ME).unwrap_err();
+        let e = judge_database(reg(0o600, OTHER), ME, None).unwrap_err();
         assert!(e.contains("owned by uid 1001"), "{e}");
-        let e = judge_database(link(ME), ME).unwrap_err();
+        let e = judge_database(link(ME), ME, None).unwrap_err();
         assert!(e.contains("symbolic link") && e.contains("NOFOLLOW"), "{e}");
-        assert!(judge_database(dir(0o700, ME), ME).is_err());
+        assert!(judge_database(dir(0o700, ME), ME, None).is_err());
+        // In a group-shared directory of gid 33: another member's file of that group is fine,
+        // not one of another group, and never one writable by others.
+        assert_eq!(judge_database(reg(0o660, OTHER), ME, Some(GID)), Ok(()));
+        let e = judge_database(reg(0o660, OTHER), ME, Some(34)).unwrap_err();
+        assert!(
+            e.contains("owned by uid 1001 and gid 33, not by the effective user (uid 1000), root, or the group of the group-shared directory (gid 34)"),
+            "{e}"
+        );
+        assert!(judge_database(reg(0o666, OTHER), ME, Some(GID)).is_err());
+        assert!(judge_database(link(OTHER), ME, Some(GID)).is_err());
+        assert_eq!(shared_group(dir(0o2770, 0)), Some(GID));
+        assert_eq!(shared_group(dir(0o770, 0)), None);
+        assert_eq!(shared_group(reg(0o2770, 0)), None);
     }
 
     #[test]
@@ -923,6 +969,47 @@ mod tests {
         let db = d.join("rl.sqlite");
         check_database(&db).unwrap();
         assert_eq!(mode_of(&db), 0o660);
+    }
+
+    #[test]
+    fn in_a_group_shared_directory_a_members_database_is_used() {
+        // As root: the file given to uid 65534 in the directory's group, then in another group.
+        // As anyone else: our own files judged as uid + 1, whose directory is then not theirs.
+        let me = euid();
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().join("shared");
+        fs::create_dir(&d).unwrap();
+        chmod(&d, 0o2770);
+        let db = d.join("rl.sqlite");
+        fs::write(&db, b"").unwrap();
+        chmod(&db, 0o660);
+        let gid = fs::metadata(&d).unwrap().gid();
+        if me == 0 {
+            std::os::unix::fs::chown(&db, Some(65534), Some(gid)).unwrap();
+            check_database_as(&db, 0).unwrap();
+            match_companion_modes(&db).unwrap();
+            std::os::unix::fs::chown(&db, Some(65534), Some(gid + 1)).unwrap();
+            let e = check_database_as(&db, 0).unwrap_err();
+            assert!(
+                e.what.contains(&format!(
+                    "or the group of the group-shared directory (gid {gid})"
+                )),
+                "{e}"
+            );
+        } else {
+            let e = check_database_as(&db, me + 1).unwrap_err();
+            assert!(
+                !e.what.contains("the database is owned"),
+                "the file passes: {e}"
+            );
+            assert!(
+                e.what.contains(&format!(
+                    "its directory {} is owned by uid {me}",
+                    d.display()
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]
