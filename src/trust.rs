@@ -105,7 +105,10 @@ fn access(mode: u32) -> String {
                 c.push(word);
             }
         }
-        c.join(" and ")
+        match c.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => c.join(""),
+        }
     };
     let (group, others) = (can((mode >> 3) & 0o7), can(mode & 0o7));
     match (group.is_empty(), others.is_empty()) {
@@ -312,7 +315,12 @@ fn private_dir_as(path: &Path, euid: u32) -> Result<(), Untrusted> {
     match fs::metadata(parent) {
         Ok(m) => judge_temp_dir(Facts::of(&m), euid)
             .map_err(|w| untrusted(parent, format!("the temp directory {w}")))?,
-        Err(e) => return Err(untrusted(parent, format!("the temp directory: {e}"))),
+        Err(e) => {
+            return Err(untrusted(
+                parent,
+                format!("the temp directory cannot be used: {e}"),
+            ))
+        }
     }
     let created = match fs::DirBuilder::new().mode(0o700).create(path) {
         Ok(()) => true,
@@ -735,6 +743,11 @@ mod tests {
         assert!(judge_temp_dir(dir(0o1777, OTHER), ME)
             .unwrap_err()
             .contains("uid 1001"));
+        let e = judge_private_dir(dir(0o777, ME), ME).unwrap_err();
+        assert!(
+            e.contains("(readable, writable and searchable by group and others)"),
+            "{e}"
+        );
     }
 
     #[test]
