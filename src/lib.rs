@@ -3,13 +3,15 @@
 //! Layers, from the inside out: [`core`] (pure arithmetic and rules, time passed in),
 //! [`storage`] (the [`storage::Store`] trait and its SQLite implementation), [`limiter`] (what
 //! every backend shares: keys, the policy for faults, the request's leases), [`keyfile`] (the
-//! shared HMAC key) and, behind the default `php` feature, the thin PHP glue.
+//! shared HMAC key), [`trust`] (which files are ours to use), [`opslog`] (the operations log)
+//! and, behind the default `php` feature, the thin PHP glue.
 
 pub mod core;
 pub mod keyfile;
 pub mod limiter;
 pub mod opslog;
 pub mod storage;
+pub mod trust;
 
 #[cfg(feature = "php")]
 mod php;

@@ -12,6 +12,7 @@ $dir = sys_get_temp_dir() . '/rl-phpt-db_path_not_creatable';
 rl_rmtree($dir);
 mkdir($dir, 0700);
 file_put_contents("$dir/k.key", random_bytes(32));
+chmod("$dir/k.key", 0600);
 $db = ini_get('ratelimit.db_path');
 
 $calls = [

@@ -12,7 +12,7 @@ error_log={TMP}/rl-phpt-fault_disk_full/php-errors.log
 <?php
 require __DIR__ . '/../_helpers.inc';
 $fs = rl_test_dir();
-exec('mount -t tmpfs -o size=320k tmpfs ' . escapeshellarg($fs), $o, $rc);
+exec('mount -t tmpfs -o size=320k,mode=0700 tmpfs ' . escapeshellarg($fs), $o, $rc);
 echo "mounted: ", var_export($rc === 0, true), "\n";
 register_shutdown_function(fn() => exec('umount ' . escapeshellarg($fs) . ' 2>/dev/null'));
 

@@ -12,6 +12,7 @@ $dir = rl_test_dir();
 $keyPath = ini_get('ratelimit.key_file');
 $key = "K3y-Bytes-Never-Shown-0123456789";   // 32 bytes
 file_put_contents($keyPath, $key);
+chmod($keyPath, 0600);                  // a key is for its owner alone
 ratelimit_acquire('x', 5, 60);           // the key is loaded
 
 function info(): string { ob_start(); phpinfo(INFO_MODULES); return ob_get_clean(); }

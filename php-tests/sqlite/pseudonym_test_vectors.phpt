@@ -11,6 +11,7 @@ require __DIR__ . '/../_helpers.inc';
 $dir = rl_test_dir();
 $key = implode('', array_map('chr', range(0, 31)));   // 00 01 02 ... 1f
 file_put_contents(ini_get('ratelimit.key_file'), $key);
+chmod(ini_get('ratelimit.key_file'), 0600);
 
 // The shared test vectors (tests/vectors/pseudonyms.tsv, also read by the Rust tests): key
 // 000102...1f; each bucket row is [kind, scope, subject, normalised subject, pseudonym].

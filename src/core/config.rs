@@ -5,7 +5,8 @@ use super::bucket::{Policy, MAX_LIMIT};
 use std::ffi::CStr;
 use std::path::PathBuf;
 
-/// The file every worker of the host shares when `ratelimit.db_path` is empty.
+/// The file every worker of the host shares when `ratelimit.db_path` is empty, in
+/// [`Config::default_dir`].
 pub const DEFAULT_DB_NAME: &str = "php-ratelimit.sqlite";
 
 /// One php.ini directive: its name, its default, and how its text sets the configuration.
@@ -103,7 +104,7 @@ pub struct Config {
 /// What only the SQLite backend reads.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SqliteConfig {
-    /// Empty: [`DEFAULT_DB_NAME`] in the system temporary directory.
+    /// Empty: [`DEFAULT_DB_NAME`] in the per-user directory [`Config::default_dir`].
     pub db_path: String,
     pub busy_timeout_ms: u64,
     pub max_entries: u64,
@@ -158,19 +159,25 @@ impl Config {
         (d.set)(self, value)
     }
 
-    /// The database file, with the default resolved against `temp_dir`.
-    pub fn db_path(&self, temp_dir: &std::path::Path) -> PathBuf {
+    /// The per-user directory of the default database and key: `<temp_dir>/php-ratelimit-<euid>`
+    /// (mode 0700, created and checked by the caller: this core does no I/O).
+    pub fn default_dir(temp_dir: &std::path::Path, euid: u32) -> PathBuf {
+        temp_dir.join(format!("php-ratelimit-{euid}"))
+    }
+
+    /// The database file, with the default resolved against `temp_dir` and the effective uid.
+    pub fn db_path(&self, temp_dir: &std::path::Path, euid: u32) -> PathBuf {
         if self.sqlite.db_path.is_empty() {
-            temp_dir.join(DEFAULT_DB_NAME)
+            Self::default_dir(temp_dir, euid).join(DEFAULT_DB_NAME)
         } else {
             PathBuf::from(&self.sqlite.db_path)
         }
     }
 
     /// The key file and whether it is the default one (which is created when missing).
-    pub fn key_path(&self, temp_dir: &std::path::Path) -> (PathBuf, bool) {
+    pub fn key_path(&self, temp_dir: &std::path::Path, euid: u32) -> (PathBuf, bool) {
         if self.key_file.is_empty() {
-            let mut p = self.db_path(temp_dir).into_os_string();
+            let mut p = self.db_path(temp_dir, euid).into_os_string();
             p.push(".key");
             (PathBuf::from(p), true)
         } else {
@@ -242,16 +249,27 @@ mod tests {
     }
 
     #[test]
-    fn the_default_key_sits_next_to_the_database() {
+    fn the_default_database_and_key_sit_in_a_per_user_directory() {
         let mut c = Config::defaults();
         let tmp = Path::new("/tmp");
-        assert_eq!(c.db_path(tmp), Path::new("/tmp/php-ratelimit.sqlite"));
         assert_eq!(
-            c.key_path(tmp),
-            (PathBuf::from("/tmp/php-ratelimit.sqlite.key"), true)
+            c.db_path(tmp, 33),
+            Path::new("/tmp/php-ratelimit-33/php-ratelimit.sqlite")
+        );
+        assert_eq!(
+            c.key_path(tmp, 33),
+            (
+                PathBuf::from("/tmp/php-ratelimit-33/php-ratelimit.sqlite.key"),
+                true
+            )
         );
         c.set("ratelimit.db_path", "/var/lib/rl/db").unwrap();
+        assert_eq!(c.db_path(tmp, 33), Path::new("/var/lib/rl/db"));
+        assert_eq!(
+            c.key_path(tmp, 33),
+            (PathBuf::from("/var/lib/rl/db.key"), true)
+        );
         c.set("ratelimit.key_file", "/etc/rl/key").unwrap();
-        assert_eq!(c.key_path(tmp), (PathBuf::from("/etc/rl/key"), false));
+        assert_eq!(c.key_path(tmp, 33), (PathBuf::from("/etc/rl/key"), false));
     }
 }

@@ -17,6 +17,8 @@ pub enum Error {
     AlreadyThrown,
     Store(StoreError),
     Key(KeyError),
+    /// The per-user directory of the default location is not ours (see [`crate::trust`]).
+    Untrusted(crate::trust::Untrusted),
     /// A failure inside the glue itself (a conversion that should not fail, a caught panic).
     Internal(String),
 }
@@ -38,6 +40,7 @@ impl Error {
             Error::Type(m) => (m, ce::type_error()),
             Error::Store(e) => (e.to_string(), exception_ce()),
             Error::Key(e) => (e.to_string(), exception_ce()),
+            Error::Untrusted(e) => (e.to_string(), exception_ce()),
             Error::Internal(m) => (format!("ratelimit: internal error: {m}"), exception_ce()),
         };
         PhpException::new(msg, 0, class).throw();

@@ -50,9 +50,13 @@ pub fn with<T>(
                     std::mem::forget(old);
                 }
             }
-            let tmp = temp_dir();
-            let db_path = config.db_path(&tmp);
-            let (key_path, create) = config.key_path(&tmp);
+            let (tmp, euid) = (temp_dir(), crate::trust::euid());
+            if config.sqlite.db_path.is_empty() {
+                crate::trust::private_dir(&Config::default_dir(&tmp, euid))
+                    .map_err(Error::Untrusted)?;
+            }
+            let db_path = config.db_path(&tmp, euid);
+            let (key_path, create) = config.key_path(&tmp, euid);
             let key = keyfile::load(&key_path, create).map_err(Error::Key)?;
             let clock = system_clock();
             let log = OpsLog::new(super::ini::log_error, Arc::clone(&clock));
@@ -107,6 +111,6 @@ pub fn shutdown() {
 
 /// The database and key paths for phpinfo(), without opening anything.
 pub fn paths(config: &Config) -> (PathBuf, PathBuf) {
-    let tmp = temp_dir();
-    (config.db_path(&tmp), config.key_path(&tmp).0)
+    let (tmp, euid) = (temp_dir(), crate::trust::euid());
+    (config.db_path(&tmp, euid), config.key_path(&tmp, euid).0)
 }

@@ -121,6 +121,16 @@ impl fmt::Display for StoreError {
     }
 }
 
+/// A file that is not ours (see [`crate::trust`]): for the operator to fix, never used.
+impl From<crate::trust::Untrusted> for StoreError {
+    fn from(u: crate::trust::Untrusted) -> Self {
+        StoreError::new(
+            ErrorKind::Misconfigured,
+            format!("refusing {}: {}", u.path.display(), u.what),
+        )
+    }
+}
+
 impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source

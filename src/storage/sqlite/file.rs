@@ -51,13 +51,15 @@ impl Drop for DirLock {
 }
 
 /// Before creating a database that does not exist: removes `-wal`/`-shm` left by a removed
-/// one (SQLite would otherwise replay that old log into the new file). Call under [`DirLock`].
+/// one (SQLite would otherwise replay that old log into the new file). Only regular files: a
+/// link or anything else there is left for the trust checks to refuse. Call under [`DirLock`].
 pub fn clear_stale_sidecars(db: &Path) -> io::Result<()> {
-    if db.exists() {
+    if db.symlink_metadata().is_ok() {
         return Ok(());
     }
     for p in sidecars(db) {
-        match std::fs::remove_file(&p) {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_file() => std::fs::remove_file(&p)?,
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
@@ -96,6 +98,15 @@ mod tests {
         }
         clear_stale_sidecars(&db).unwrap();
         assert!(sidecars(&db).iter().all(|p| !p.exists()));
+    }
+
+    #[test]
+    fn a_link_in_place_of_a_sidecar_is_left_for_the_trust_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("rl.sqlite");
+        std::os::unix::fs::symlink("/etc/hostname", &sidecars(&db)[0]).unwrap();
+        clear_stale_sidecars(&db).unwrap();
+        assert!(sidecars(&db)[0].symlink_metadata().is_ok());
     }
 
     #[test]

@@ -150,9 +150,13 @@ impl SqliteStore {
                 None => return Err(StoreError::new(ErrorKind::Busy, "the database is busy")),
             }
         };
+        // The file must be ours (it is created here, 0600, when missing), and no link is
+        // followed: see crate::trust.
+        crate::trust::check_database(&self.path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let mut conn =
             Connection::open_with_flags(&self.path, flags).map_err(|e| self.cannot_open(e))?;
         conn.busy_handler(Some(self.budget.handler()))
@@ -172,7 +176,12 @@ impl SqliteStore {
                     self.quarantine(conn);
                     return Err(e);
                 }
-                other => return other.map(|()| conn),
+                Err(e) => return Err(e),
+                Ok(()) => {
+                    // -wal and -shm exist now: give them the database's mode.
+                    crate::trust::match_companion_modes(&self.path)?;
+                    return Ok(conn);
+                }
             }
         }
     }
