@@ -8,6 +8,7 @@
 
 pub mod core;
 pub mod keyfile;
+pub mod keyring;
 pub mod limiter;
 pub mod opslog;
 pub mod storage;

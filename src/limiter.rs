@@ -12,7 +12,8 @@ use crate::core::bucket::Policy;
 use crate::core::counters::{Counters, Stats};
 use crate::core::decision::{Ask, Reason, Verdict};
 use crate::core::lease::LeaseToken;
-use crate::core::subject::{normalise, BucketKey, Pseudonymizer};
+use crate::core::subject::{normalise, BucketKey};
+use crate::keyring::KeyRing;
 use crate::opslog::{Event, OpsLog};
 use crate::storage::{Acquired, Store, StoreError};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ pub struct Settings {
 
 pub struct Limiter {
     store: Box<dyn Store>,
-    pseudonymizer: Pseudonymizer,
+    keys: KeyRing,
     settings: Settings,
     /// Counts the store could not write yet (the call that made them failed); the next
     /// successful step writes them, so each is counted once.
@@ -40,10 +41,10 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    pub fn new(store: Box<dyn Store>, key: &[u8], settings: Settings, log: Arc<OpsLog>) -> Self {
+    pub fn new(store: Box<dyn Store>, keys: KeyRing, settings: Settings, log: Arc<OpsLog>) -> Self {
         Self {
             store,
-            pseudonymizer: Pseudonymizer::new(key),
+            keys,
             settings,
             unwritten: Counters::default(),
             held: Vec::new(),
@@ -73,7 +74,14 @@ impl Limiter {
     /// Where `subject` in `scope` is stored: addresses normalised, then pseudonymised.
     pub fn key(&self, scope: &str, subject: &[u8]) -> BucketKey {
         let subject = normalise(subject, self.settings.ipv6_prefix);
-        self.pseudonymizer.key(scope.as_bytes(), &subject)
+        self.keys.key(scope.as_bytes(), &subject)
+    }
+
+    /// The key is the store's (checked at most once a second), then where `subject` lives. A
+    /// fault of the store met while checking is the call's, answered as the call's would be.
+    fn key_for(&mut self, scope: &str, subject: &[u8]) -> Result<BucketKey, StoreError> {
+        self.keys.check(self.store.as_mut(), &self.log)?;
+        Ok(self.key(scope, subject))
     }
 
     /// One decision. A transient fault answers "unavailable" instead of failing.
@@ -83,9 +91,12 @@ impl Limiter {
         scope: &str,
         ask: &Ask,
     ) -> Result<Acquired, StoreError> {
-        let key = self.key(scope, subject);
         let ttl = self.settings.lease_ttl_ms;
-        let mut acquired = match self.store.acquire(&key, ask, ttl, &self.unwritten) {
+        let result = match self.key_for(scope, subject) {
+            Ok(key) => self.store.acquire(&key, ask, ttl, &self.unwritten),
+            Err(e) => Err(e),
+        };
+        let mut acquired = match result {
             Ok(a) => {
                 self.succeeded();
                 a
@@ -124,8 +135,11 @@ impl Limiter {
         scope: &str,
         policy: &Policy,
     ) -> Result<Verdict, StoreError> {
-        let key = self.key(scope, subject);
-        match self.store.peek(&key, policy) {
+        let result = match self.key_for(scope, subject) {
+            Ok(key) => self.store.peek(&key, policy),
+            Err(e) => Err(e),
+        };
+        match result {
             Err(e) if self.undecidable(&e) => Ok(Verdict::unavailable(self.settings.fail_open)),
             other => other,
         }
@@ -151,7 +165,7 @@ impl Limiter {
 
     /// Forgets a bucket and its leases.
     pub fn reset(&mut self, subject: &[u8], scope: &str) -> Result<bool, StoreError> {
-        let key = self.key(scope, subject);
+        let key = self.key_for(scope, subject)?;
         let forgot = self.store.reset(&key, &self.unwritten)?;
         self.succeeded();
         Ok(forgot)
@@ -257,6 +271,16 @@ mod tests {
             self.step(unwritten)?;
             Ok(true)
         }
+        fn key_record(&mut self) -> Result<Option<crate::core::keyswitch::KeyRecord>, StoreError> {
+            Ok(None)
+        }
+        fn record_key(
+            &mut self,
+            _: &crate::core::keyswitch::KeyRecord,
+            _: Option<&crate::core::keyswitch::Fingerprint>,
+        ) -> Result<bool, StoreError> {
+            Ok(true)
+        }
         fn stats(&mut self) -> Result<Stats, StoreError> {
             Ok(Stats {
                 counters: self.0.borrow().written,
@@ -278,7 +302,7 @@ mod tests {
         (
             Limiter::new(
                 Box::new(Fake(Rc::clone(&script))),
-                &[0; 32],
+                KeyRing::of(&[7; 32]),
                 settings,
                 OpsLog::none(),
             ),

@@ -14,8 +14,9 @@
  *
  * | directive                   | default  | meaning                                                        |
  * |-----------------------------|----------|----------------------------------------------------------------|
- * | ratelimit.db_path           | ""       | SQLite file shared by all workers; empty: `php-ratelimit.sqlite` in the system temp dir |
+ * | ratelimit.db_path           | ""       | SQLite file shared by all workers; empty: `php-ratelimit.sqlite` in `<temp dir>/php-ratelimit-<euid>/` (created 0700) |
  * | ratelimit.key_file          | ""       | 32-byte HMAC key; empty: `<db_path>.key`, created once (32 random bytes, mode 0600, atomically). Set and missing or shorter than 32 bytes: RateLimit\Exception |
+ * | ratelimit.key_file_previous | ""       | during a key rotation: the replaced key file; a bucket missing under the new key is moved from its name under this one |
  * | ratelimit.limit             | 60       | default `$limit` (tokens per bucket, 1 .. 10^12)                |
  * | ratelimit.per               | 60       | default `$per` (seconds to refill `$limit` tokens, 0.001 .. 10^9) |
  * | ratelimit.inflight          | 0        | default `$inflight` (live leases per subject and scope; 0: no lease) |

@@ -26,7 +26,8 @@ foreach ($keys as $name => $bytes) {
     $path = "$dir/" . str_replace(' ', '_', $name) . '.key';
     file_put_contents($path, $bytes);
     chmod($path, 0600);
-    $r = rl_run(['ratelimit.key_file' => $path], $probe);
+    // A database of its own for each key: one database is kept under one key.
+    $r = rl_run(['ratelimit.key_file' => $path, 'ratelimit.db_path' => "$path.sqlite"], $probe);
     $out = str_replace($dir, 'DIR', trim($r['out'] . $r['err']));
     $leak = [];
     foreach (['raw' => $bytes, 'hex' => bin2hex($bytes), 'base64' => base64_encode($bytes)] as $form => $s) {

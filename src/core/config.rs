@@ -26,9 +26,13 @@ const fn directive(
 }
 
 /// The directives every backend reads.
-pub const SHARED: [Directive; 7] = [
+pub const SHARED: [Directive; 8] = [
     directive(c"ratelimit.key_file", c"", |c, v| {
         c.key_file = v.to_string();
+        Ok(())
+    }),
+    directive(c"ratelimit.key_file_previous", c"", |c, v| {
+        c.key_file_previous = v.to_string();
         Ok(())
     }),
     directive(c"ratelimit.limit", c"60", |c, v| {
@@ -92,6 +96,8 @@ pub fn directives() -> impl Iterator<Item = &'static Directive> {
 pub struct Config {
     /// Empty: `<db_path>.key`, created on first use.
     pub key_file: String,
+    /// During a key rotation: the key file replaced, whose buckets move to the new key.
+    pub key_file_previous: String,
     pub limit: u64,
     pub per_ms: u64,
     pub inflight: u64,
@@ -233,7 +239,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 10);
+        assert_eq!(names.len(), 11);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();

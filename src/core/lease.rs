@@ -64,7 +64,11 @@ impl LeaseToken {
         let (id, bucket, group): (_, Pseudonym, Pseudonym) = (field(0)?, field(1)?, field(2)?);
         Some(Self {
             id: LeaseId(id),
-            key: BucketKey { bucket, group },
+            key: BucketKey {
+                bucket,
+                group,
+                previous: None,
+            },
         })
     }
 }
@@ -119,6 +123,7 @@ mod tests {
             key: BucketKey {
                 bucket: [0x01; 16],
                 group: [0xfe; 16],
+                previous: None,
             },
         }
     }

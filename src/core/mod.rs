@@ -7,5 +7,6 @@ pub mod config;
 pub mod counters;
 pub mod decision;
 pub mod headers;
+pub mod keyswitch;
 pub mod lease;
 pub mod subject;

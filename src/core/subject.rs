@@ -25,6 +25,9 @@ pub type Pseudonym = [u8; 16];
 pub struct BucketKey {
     pub bucket: Pseudonym,
     pub group: Pseudonym,
+    /// While a key rotation runs (`ratelimit.key_file_previous`): the bucket's name under the
+    /// previous key, from which a store moves it when it is missing under the current one.
+    pub previous: Option<Pseudonym>,
 }
 
 /// A scope is 1 to 64 characters of `[A-Za-z0-9_.:-]`: it appears in response headers.
@@ -89,8 +92,21 @@ impl Pseudonymizer {
         BucketKey {
             bucket: self.pseudonym(scope, subject),
             group: self.pseudonym(b"", subject),
+            previous: None,
         }
     }
+}
+
+/// A keyed fingerprint of `key` (first 16 bytes of HMAC-SHA256 under the key itself, over a
+/// fixed text that no scope can be): it tells keys apart in the shared store without revealing
+/// them.
+pub fn fingerprint(key: &[u8]) -> [u8; 16] {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(b"ratelimit key fingerprint v1");
+    let full = mac.finalize().into_bytes();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
+    out
 }
 
 /// The stored name of `subject` in `scope`, keyed with `key`. The subject must already be

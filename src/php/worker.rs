@@ -3,7 +3,7 @@
 //! before fork) and reopened when the process finds itself forked.
 
 use crate::core::config::Config;
-use crate::keyfile;
+use crate::keyring::KeyRing;
 use crate::limiter::{Limiter, Settings};
 use crate::opslog::OpsLog;
 use crate::php::error::Error;
@@ -57,7 +57,9 @@ pub fn with<T>(
             }
             let db_path = config.db_path(&tmp, euid);
             let (key_path, create) = config.key_path(&tmp, euid);
-            let key = keyfile::load(&key_path, create).map_err(Error::Key)?;
+            let previous = (!config.key_file_previous.is_empty())
+                .then(|| PathBuf::from(&config.key_file_previous));
+            let keys = KeyRing::load(&key_path, create, previous.as_deref()).map_err(Error::Key)?;
             let clock = system_clock();
             let log = OpsLog::new(super::ini::log_error, Arc::clone(&clock));
             let store = SqliteStore::new(
@@ -75,7 +77,7 @@ pub fn with<T>(
             *slot = Some(Worker {
                 pid: std::process::id(),
                 config: Arc::clone(config),
-                limiter: Limiter::new(Box::new(store), &key, settings, log),
+                limiter: Limiter::new(Box::new(store), keys, settings, log),
             });
         }
         f(&mut slot.as_mut().expect("opened above").limiter)

@@ -7,6 +7,7 @@ pub mod sqlite;
 
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Verdict};
+use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::LeaseToken;
 use crate::core::subject::BucketKey;
 use std::fmt;
@@ -166,6 +167,17 @@ pub trait Store {
 
     /// The shared counters and gauges.
     fn stats(&mut self) -> Result<Stats, StoreError>;
+
+    /// Which key the store's pseudonyms are made with (None for a fresh store).
+    fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError>;
+
+    /// Records `new` as the store's key, in one atomic step, only if the key recorded now is
+    /// still `expected` (None: no key recorded); true when it was recorded.
+    fn record_key(
+        &mut self,
+        new: &KeyRecord,
+        expected: Option<&Fingerprint>,
+    ) -> Result<bool, StoreError>;
 
     /// Called at the end of each request: a store that batches counts writes them when they
     /// have waited long enough, so that a process killed later loses at most its last second.

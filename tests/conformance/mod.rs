@@ -45,6 +45,7 @@ pub fn key(n: u8) -> BucketKey {
     BucketKey {
         bucket: [n; 16],
         group: [n ^ 0xff; 16],
+        previous: None,
     }
 }
 
@@ -301,6 +302,7 @@ pub fn scopes_of_one_subject_are_separate_buckets<B: Backend>(b: &B) {
     let api = BucketKey {
         bucket: [2; 16],
         group: login.group,
+        previous: None,
     };
     assert!(allowed(&mut s, &login, &ask(1, 60_000, 0)));
     assert!(allowed(&mut s, &api, &ask(1, 60_000, 0)));

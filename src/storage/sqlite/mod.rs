@@ -16,6 +16,7 @@ mod tx;
 use super::{Acquired, Clock, Counters, ErrorKind, Stats, Store, StoreError};
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask, Verdict};
+use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
 use crate::core::subject::{BucketKey, Pseudonym};
 use crate::opslog::{Event, OpsLog};
@@ -375,6 +376,53 @@ impl SqliteStore {
     }
 }
 
+fn read_key_record(conn: &Connection) -> rusqlite::Result<Option<KeyRecord>> {
+    conn.prepare_cached("SELECT fingerprint, path FROM keyring WHERE id = 0")?
+        .query_row([], |r| {
+            Ok(KeyRecord {
+                fingerprint: r.get(0)?,
+                path: r.get(1)?,
+            })
+        })
+        .optional()
+}
+
+/// During a key rotation: the bucket as it is stored under the previous key's pseudonym.
+fn read_previous(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stored>> {
+    match key.previous {
+        Some(previous) => read_bucket(
+            tx,
+            &BucketKey {
+                bucket: previous,
+                ..*key
+            },
+        ),
+        None => Ok(None),
+    }
+}
+
+/// During a key rotation: moves a bucket missing under the current key from its previous
+/// pseudonym (tokens, time stamp, counters, live leases), counted as `keys_migrated`.
+fn migrate(
+    tx: &Connection,
+    key: &BucketKey,
+    delta: &mut Delta,
+) -> rusqlite::Result<Option<Stored>> {
+    let Some(previous) = key.previous else {
+        return Ok(None);
+    };
+    let moved = tx
+        .prepare_cached("UPDATE buckets SET key = ?2 WHERE key = ?1")?
+        .execute([previous, key.bucket])?;
+    if moved == 0 {
+        return Ok(None);
+    }
+    tx.prepare_cached("UPDATE leases SET key = ?2 WHERE key = ?1")?
+        .execute([previous, key.bucket])?;
+    delta.counters.keys_migrated += 1;
+    read_bucket(tx, key)
+}
+
 /// The bucket's leases still live at `now` (expired ones may not be deleted yet).
 fn live_slots_at(tx: &Connection, key: &BucketKey, now: i64) -> rusqlite::Result<Slots> {
     let (live, earliest) = tx
@@ -464,7 +512,10 @@ impl Store for SqliteStore {
         }
         let max_entries = self.max_entries;
         self.write(unwritten, |tx, delta, now| {
-            let stored = read_bucket(tx, key)?;
+            let stored = match read_bucket(tx, key)? {
+                None => migrate(tx, key, delta)?,
+                found => found,
+            };
             // Leases only matter to calls that take one (and to make_room, which expires them
             // itself): a plain rate check touches no lease page.
             let slots = if ask.max_inflight > 0 {
@@ -522,7 +573,11 @@ impl Store for SqliteStore {
                 Some(id) if d.verdict.allowed => {
                     tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
                         .execute(params![id.0, key.bucket, lease::expiry(now, lease_ttl_ms)])?;
-                    Some(LeaseToken { id, key: *key })
+                    let key = BucketKey {
+                        previous: None,
+                        ..*key
+                    };
+                    Some(LeaseToken { id, key })
                 }
                 _ => None,
             };
@@ -534,7 +589,13 @@ impl Store for SqliteStore {
     }
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
-        let (stored, now) = self.read(|conn, now| Ok((read_bucket(conn, key)?, now)))?;
+        let (stored, now) = self.read(|conn, now| {
+            let stored = match read_bucket(conn, key)? {
+                None => read_previous(conn, key)?,
+                found => found,
+            };
+            Ok((stored, now))
+        })?;
         Ok(decision::peek(stored.map(|s| s.bucket), policy, now))
     }
 
@@ -567,9 +628,21 @@ impl Store for SqliteStore {
                 [key.bucket],
                 delta,
             )?;
-            let leases = tx
+            let mut leases = tx
                 .prepare_cached("DELETE FROM leases WHERE key = ?1")?
                 .execute([key.bucket])?;
+            let mut buckets = buckets;
+            if let Some(previous) = key.previous {
+                buckets += counts::delete_buckets(
+                    tx,
+                    "DELETE FROM buckets WHERE key = ?1 RETURNING allowed, denied_rate, denied_inflight",
+                    [previous],
+                    delta,
+                )?;
+                leases += tx
+                    .prepare_cached("DELETE FROM leases WHERE key = ?1")?
+                    .execute([previous])?;
+            }
             Ok(buckets > 0 || leases > 0)
         })
     }
@@ -583,6 +656,28 @@ impl Store for SqliteStore {
 
     fn tick(&mut self) {
         self.flush_if_due();
+    }
+
+    fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
+        self.read(|conn, _| read_key_record(conn))
+    }
+
+    fn record_key(
+        &mut self,
+        new: &KeyRecord,
+        expected: Option<&Fingerprint>,
+    ) -> Result<bool, StoreError> {
+        self.write(&Counters::default(), |tx, _, _| {
+            if read_key_record(tx)?.map(|r| r.fingerprint).as_ref() != expected {
+                return Ok(false);
+            }
+            tx.prepare_cached(
+                "INSERT INTO keyring (id, fingerprint, path) VALUES (0, ?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path",
+            )?
+            .execute(params![new.fingerprint, new.path])?;
+            Ok(true)
+        })
     }
 
     fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
@@ -612,6 +707,7 @@ mod tests {
         BucketKey {
             bucket: [1; 16],
             group: [2; 16],
+            previous: None,
         }
     }
 

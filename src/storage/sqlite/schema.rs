@@ -43,6 +43,13 @@ CREATE TABLE IF NOT EXISTS stats (
     drain_floor INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO stats (id) VALUES (0);
+-- Which key the pseudonyms are made with: its keyed fingerprint (never the key) and the key
+-- file that recorded it (see core/keyswitch.rs).
+CREATE TABLE IF NOT EXISTS keyring (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    fingerprint BLOB NOT NULL,
+    path TEXT NOT NULL
+);
 ";
 
 /// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only

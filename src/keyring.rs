@@ -1,0 +1,181 @@
+//! The keys a process decides with: the current key file, watched, and during a rotation the
+//! previous one. At most once a second a process compares the key file's identity (device,
+//! inode, size, mtime) with what it read, and the key recorded in the store with its own (see
+//! [`crate::core::keyswitch`]): within a second of the file being replaced, every process of
+//! the host decides with the new key, and two configurations with different keys on one store
+//! are an error instead of a silent split. Nothing here runs per call but a clock read.
+
+use crate::core::keyswitch::{self, Action, Fingerprint, Held, KeyRecord};
+use crate::core::subject::{fingerprint, BucketKey, Pseudonymizer};
+use crate::keyfile::{self, KeyError};
+use crate::opslog::{Event, OpsLog};
+use crate::storage::{ErrorKind, Store, StoreError};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often the key file and the recorded key are looked at.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// What identifies a file's content without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    })
+}
+
+struct Key {
+    pseudonymizer: Pseudonymizer,
+    fingerprint: Fingerprint,
+}
+
+impl Key {
+    fn new(bytes: &[u8]) -> Self {
+        Self {
+            pseudonymizer: Pseudonymizer::new(bytes),
+            fingerprint: fingerprint(bytes),
+        }
+    }
+}
+
+pub struct KeyRing {
+    path: PathBuf,
+    /// The default key file, created when missing.
+    create: bool,
+    current: Key,
+    identity: Option<FileId>,
+    previous: Option<(PathBuf, Key)>,
+    checked_at: Option<Instant>,
+}
+
+fn key_error(e: KeyError) -> StoreError {
+    StoreError::new(
+        ErrorKind::Misconfigured,
+        e.to_string().trim_start_matches("ratelimit: ").to_string(),
+    )
+}
+
+impl KeyRing {
+    /// Reads the key file (creating the default one) and the previous key file, if any.
+    pub fn load(path: &Path, create: bool, previous: Option<&Path>) -> Result<Self, KeyError> {
+        let identity = file_id(path);
+        let current = Key::new(&keyfile::load(path, create)?);
+        let previous = match previous {
+            Some(p) => Some((p.to_owned(), Key::new(&keyfile::load(p, false)?))),
+            None => None,
+        };
+        Ok(Self {
+            path: path.to_owned(),
+            create,
+            current,
+            identity,
+            previous,
+            checked_at: None,
+        })
+    }
+
+    /// A ring of one key, for tests and tools.
+    pub fn of(key: &[u8]) -> Self {
+        Self {
+            path: PathBuf::new(),
+            create: false,
+            current: Key::new(key),
+            identity: None,
+            previous: None,
+            checked_at: Some(Instant::now() + Duration::from_secs(1 << 30)),
+        }
+    }
+
+    /// Where `subject` (normalised) in `scope` lives, with its previous name during a rotation.
+    pub fn key(&self, scope: &[u8], subject: &[u8]) -> BucketKey {
+        let mut k = self.current.pseudonymizer.key(scope, subject);
+        k.previous = self
+            .previous
+            .as_ref()
+            .map(|(_, p)| p.pseudonymizer.pseudonym(scope, subject));
+        k
+    }
+
+    /// At most once per [`CHECK_EVERY`]: re-reads a replaced key file, and settles with the
+    /// store which key is in use.
+    pub fn check(&mut self, store: &mut dyn Store, log: &OpsLog) -> Result<(), StoreError> {
+        if self.checked_at.is_some_and(|t| t.elapsed() < CHECK_EVERY) {
+            return Ok(());
+        }
+        if self.identity != file_id(&self.path) {
+            self.reread(log)?;
+        }
+        let place = self.path.display().to_string();
+        let mut reread = false;
+        loop {
+            let recorded = store.key_record()?;
+            let held = Held {
+                fingerprint: &self.current.fingerprint,
+                path: &place,
+                previous: self.previous.as_ref().map(|(_, k)| &k.fingerprint),
+                reread,
+            };
+            match keyswitch::resolve(held, recorded.as_ref()) {
+                Action::Keep => break,
+                Action::Reread => {
+                    self.reread(log)?;
+                    reread = true;
+                }
+                Action::Record => {
+                    let new = KeyRecord {
+                        fingerprint: self.current.fingerprint,
+                        path: place.clone(),
+                    };
+                    let expected = recorded.as_ref().map(|r| r.fingerprint);
+                    if store.record_key(&new, expected.as_ref())? {
+                        if recorded.is_some() {
+                            log.note(Event::KeyChanged, &place);
+                        }
+                        break;
+                    }
+                    // Someone recorded another key meanwhile: look again.
+                }
+                Action::Conflict => {
+                    let other = recorded.map(|r| r.path).unwrap_or_default();
+                    return Err(StoreError::new(
+                        ErrorKind::Misconfigured,
+                        format!(
+                            "key file {place} does not hold the key this database's limits are kept under, \
+                             recorded by key file {other}: two configurations with different keys share one \
+                             database; give them the same key file (or ratelimit.key_file_previous for a \
+                             rotation), or separate databases"
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some((p, _)) = &self.previous {
+            log.note(Event::KeysMigrating, &p.display().to_string());
+        }
+        self.checked_at = Some(Instant::now());
+        Ok(())
+    }
+
+    fn reread(&mut self, log: &OpsLog) -> Result<(), StoreError> {
+        let identity = file_id(&self.path);
+        let key = Key::new(&keyfile::load(&self.path, self.create).map_err(key_error)?);
+        if key.fingerprint != self.current.fingerprint {
+            log.note(Event::KeyChanged, &self.path.display().to_string());
+        }
+        self.current = key;
+        self.identity = identity;
+        Ok(())
+    }
+}
