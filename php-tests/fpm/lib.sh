@@ -18,7 +18,18 @@
 #   rl_stop_all                      stop every process started here (call it from a trap)
 
 RL_DIR=""
-RL_FPM_BIN=${PHP_FPM:-$(command -v php-fpm8.2 || command -v php-fpm || echo php-fpm8.2)}
+# The php-fpm of the same PHP version as the `php` on PATH (the one the tests and the extension
+# are built with): php-fpm8.4 in the PHP 8.4 root, php-fpm8.2 on Debian 12; $PHP_FPM overrides.
+_rl_find_fpm() {
+  local v f
+  v=$(php -n -r 'echo PHP_MAJOR_VERSION, ".", PHP_MINOR_VERSION;' 2>/dev/null) || v=""
+  for f in ${v:+php-fpm$v} php-fpm; do
+    command -v "$f" && return 0
+    [ -x "/usr/sbin/$f" ] && { echo "/usr/sbin/$f"; return 0; }
+  done
+  echo "php-fpm${v}"
+}
+RL_FPM_BIN=${PHP_FPM:-$(_rl_find_fpm)}
 RL_NGINX_BIN=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 declare -gA RL_FPM_PID=()    # NAME -> master PID
 declare -ga RL_NGINX_PIDS=()

@@ -12,13 +12,44 @@ use ext_php_rs::types::Zval;
 use ext_php_rs::zend::ExecuteData;
 
 // Exported by every PHP 8.1-8.4 binary with these signatures (ZEND_FASTCALL is empty on
-// x86-64 and aarch64). Declared here because ext-php-rs does not bind them.
+// x86-64 and aarch64; newer headers make two `zval *` parameters `const`, the same ABI).
+// Declared here because ext-php-rs does not bind them.
 unsafe extern "C" {
     fn zend_parse_arg_str_slow(arg: *mut zval, dest: *mut *mut zend_string, arg_num: u32) -> bool;
     fn zend_parse_arg_long_slow(arg: *mut zval, dest: *mut zend_long, arg_num: u32) -> bool;
     fn zend_parse_arg_double_slow(arg: *mut zval, dest: *mut f64, arg_num: u32) -> bool;
     fn zend_wrong_parameter_type_error(num: u32, expected_type: u32, arg: *mut zval);
+}
+
+// What a TypeError calls the value it was given. PHP 8.3 names a bool by its value ("true
+// given") through zend_zval_value_name, which 8.1 and 8.2 do not export (they say "bool given"
+// through zend_zval_type_name, which 8.3+ keeps for other uses). The PHP this build is compiled
+// against decides (build.rs sets `php83` for 8.3 and later); the module API check keeps a build
+// from loading into another PHP version, so the symbol exists wherever the .so runs.
+#[cfg(php83)]
+unsafe extern "C" {
+    fn zend_zval_value_name(arg: *const zval) -> *const std::ffi::c_char;
+}
+#[cfg(not(php83))]
+unsafe extern "C" {
     fn zend_zval_type_name(arg: *const zval) -> *const std::ffi::c_char;
+}
+
+/// The engine's name for `z` in "…, X given": a type, a class name, or on 8.3+ `true`/`false`.
+///
+/// # Safety
+/// `z` must point to a valid zval.
+unsafe fn engine_value_name(z: *const zval) -> *const std::ffi::c_char {
+    // SAFETY: the caller passes a valid zval; both functions only read it and return a static
+    // string or the name of the zval's class, which outlives the call.
+    #[cfg(php83)]
+    unsafe {
+        zend_zval_value_name(z)
+    }
+    #[cfg(not(php83))]
+    unsafe {
+        zend_zval_type_name(z)
+    }
 }
 
 /// One declared parameter.
@@ -134,11 +165,13 @@ impl Call {
         Error::AlreadyThrown
     }
 
-    /// A TypeError for a type the engine has no `Z_EXPECTED_*` for (a union).
+    /// A TypeError for a type the engine has no `Z_EXPECTED_*` for (a union), worded as the
+    /// running engine words its own ("bool given" up to 8.2, "true given" since 8.3).
     pub fn type_error_text(&self, i: usize, expected: &str) -> Error {
-        // SAFETY: a valid zval; zend_zval_type_name returns a static or class-name string.
+        // SAFETY: a valid zval of this call; the name returned is a NUL-terminated string that
+        // outlives this statement (static, or the name of the zval's class), copied at once.
         let given = self.zval(i).map_or("null".into(), |z| unsafe {
-            std::ffi::CStr::from_ptr(zend_zval_type_name(z.cast()))
+            std::ffi::CStr::from_ptr(engine_value_name(z.cast()))
                 .to_string_lossy()
                 .into_owned()
         });
