@@ -48,7 +48,8 @@ namespace RateLimit {
         /**
          * Why: "ok" (allowed), "rate" (not enough tokens), "inflight" (tokens suffice but all
          * `$inflight` slots are held by live leases), "unavailable" (the database stayed busy for
-         * ratelimit.busy_timeout_ms, or every bucket holds a live lease and the table is full).
+         * ratelimit.busy_timeout_ms, the storage failed: disk full, read-only, I/O error, a
+         * corrupt file moved aside; or every bucket holds a live lease and the table is full).
          */
         public readonly string $reason;
 
@@ -106,10 +107,11 @@ namespace RateLimit {
     }
 
     /**
-     * A configuration or storage fault that is not a decision: key file missing or shorter than
-     * 32 bytes, database path not creatable, a corrupt database. The message names the path
-     * (e.g. "ratelimit: key file /x/y.key: ...") and never a subject. Nothing is ever allowed by
-     * an error.
+     * What an operator must fix before anything works: a key file missing, shorter than 32
+     * bytes, weak or not ours; a database path not creatable or not ours; two key files on one
+     * database. The message names the path (e.g. "ratelimit: key file /x/y.key: ...") and never
+     * a subject. A storage fault met while deciding is not an exception but a decision with
+     * reason "unavailable". Nothing is ever allowed by an error.
      */
     class Exception extends \RuntimeException
     {
@@ -141,7 +143,7 @@ namespace {
      * @throws \ValueError            an argument out of its bounds (e.g. "ratelimit_acquire(): Argument #2
      *                                ($limit) must be greater than 0")
      * @throws \TypeError             an argument of the wrong type
-     * @throws \RateLimit\Exception   key file missing or too short, database not creatable or corrupt
+     * @throws \RateLimit\Exception   key file missing, short, weak or not ours; database not creatable or not ours
      */
     function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1): \RateLimit\Decision {}
 
@@ -153,7 +155,7 @@ namespace {
      *
      * @throws \ValueError          a string that is not a lease token of a version this build knows
      * @throws \TypeError           neither a Decision nor a string
-     * @throws \RateLimit\Exception key file missing or too short, database not creatable or corrupt
+     * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
      */
     function ratelimit_release(\RateLimit\Decision|string $lease): bool {}
 
@@ -168,7 +170,7 @@ namespace {
      *
      * @throws \ValueError          an argument out of its bounds
      * @throws \TypeError           an argument of the wrong type
-     * @throws \RateLimit\Exception key file missing or too short, database not creatable or corrupt
+     * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
      */
     function ratelimit_peek(string $subject, ?int $limit = null, ?float $per = null, string $scope = "default"): \RateLimit\Decision {}
 
@@ -182,24 +184,28 @@ namespace {
      *
      * @throws \ValueError          an argument out of its bounds
      * @throws \TypeError           an argument of the wrong type
-     * @throws \RateLimit\Exception key file missing or too short, database not creatable or corrupt
+     * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
      */
     function ratelimit_reset(string $subject, string $scope = "default"): bool {}
 
     /**
      * Host-wide counters of all workers, kept in the database file (a count that could not be
-     * written while the file was busy is added by that worker's next successful write):
+     * written while the file was busy, and a denial decided from a snapshot, are written by that
+     * worker's next write, within about a second, or at its end; its own stats include them):
      *
      * - allowed, denied_rate, denied_inflight, unavailable: decisions by outcome
      * - leases_expired: leases ended by ratelimit.lease_ttl
      * - evicted: least recently used buckets dropped to keep ratelimit.max_entries
      * - clock_regressions: decisions that saw the wall clock behind a bucket's stored time
+     * - keys_migrated: buckets moved from ratelimit.key_file_previous's key to the current one
+     * - reopened: times a worker found the database removed or replaced and opened the path anew
+     * - storage_errors: storage faults met while deciding (each an "unavailable" decision)
      * - entries (gauge): buckets stored now
      * - live_leases (gauge): leases live now
      *
-     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, entries: int, live_leases: int}
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, entries: int, live_leases: int}
      *
-     * @throws \RateLimit\Exception database not creatable or corrupt
+     * @throws \RateLimit\Exception database not creatable or not ours
      */
     function ratelimit_stats(): array {}
 }
