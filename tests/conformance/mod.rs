@@ -74,6 +74,14 @@ fn allowed<S: Store>(s: &mut S, k: &BucketKey, a: &Ask) -> bool {
     s.acquire(k, a, 60_000, &NONE).unwrap().verdict.allowed
 }
 
+/// Takes one slot of key 1 (5 per second, one slot) for `ttl_ms`; its token.
+fn take_lease<S: Store>(s: &mut S, ttl_ms: u64) -> LeaseToken {
+    s.acquire(&key(1), &ask(5, 1_000, 1), ttl_ms, &NONE)
+        .unwrap()
+        .lease
+        .expect("a slot was free")
+}
+
 /// Declares one `#[test]` per behaviour of the suite for the backend `$make` builds.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -171,11 +179,7 @@ pub fn leases_limit_concurrency_and_expire<B: Backend>(b: &B) {
 pub fn a_lease_is_released_by_its_token_from_another_connection<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut holder = b.open(clock.clock());
-    let token = holder
-        .acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
-        .unwrap()
-        .lease
-        .unwrap();
+    let token = take_lease(&mut holder, 60_000);
     // The token alone, as text, is all another process (or host) needs.
     let token = LeaseToken::parse(token.to_string().as_bytes()).unwrap();
     let mut other = b.open(clock.clock());
@@ -186,11 +190,7 @@ pub fn a_lease_is_released_by_its_token_from_another_connection<B: Backend>(b: &
 pub fn release_is_idempotent<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
-    let lease = s
-        .acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
-        .unwrap()
-        .lease
-        .unwrap();
+    let lease = take_lease(&mut s, 60_000);
     assert_eq!(s.release(&[lease], &NONE).unwrap(), 1);
     assert_eq!(s.release(&[lease], &NONE).unwrap(), 0);
     assert!(allowed(&mut s, &key(1), &ask(5, 1_000, 1)));
@@ -199,11 +199,7 @@ pub fn release_is_idempotent<B: Backend>(b: &B) {
 pub fn an_expired_lease_is_not_released<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
-    let lease = s
-        .acquire(&key(1), &ask(5, 1_000, 1), 1_000, &NONE)
-        .unwrap()
-        .lease
-        .unwrap();
+    let lease = take_lease(&mut s, 1_000);
     clock.set(T0 + 1_000);
     assert_eq!(s.release(&[lease], &NONE).unwrap(), 0);
 }
@@ -211,11 +207,7 @@ pub fn an_expired_lease_is_not_released<B: Backend>(b: &B) {
 pub fn a_token_naming_another_bucket_frees_nothing<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
-    let lease = s
-        .acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
-        .unwrap()
-        .lease
-        .unwrap();
+    let lease = take_lease(&mut s, 60_000);
     let forged = LeaseToken {
         id: lease.id,
         key: key(2),
