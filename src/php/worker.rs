@@ -11,12 +11,13 @@ use crate::storage::sqlite::SqliteStore;
 use crate::storage::system_clock;
 use std::cell::RefCell;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
 
 struct Worker {
-    /// The process that opened it: a child forked during a request (pcntl_fork) gets its own,
-    /// and never releases its parent's leases.
-    pid: u32,
+    /// The process that opened it (its fork generation, see [`process`]): a child forked during
+    /// a request (pcntl_fork) gets its own, and never releases its parent's leases.
+    process: u64,
     /// The configuration this worker was opened with.
     config: Arc<Config>,
     limiter: Limiter,
@@ -24,6 +25,27 @@ struct Worker {
 
 thread_local! {
     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+}
+
+/// Bumped in every child at fork, so that a process can tell it was forked without asking the
+/// kernel for its pid on every call (`getpid` is a system call).
+static FORKS: AtomicU64 = AtomicU64::new(0);
+static WATCH_FORKS: Once = Once::new();
+
+extern "C" fn forked() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Which process this is, as far as a worker cares: changes in a forked child.
+fn process() -> u64 {
+    WATCH_FORKS.call_once(|| {
+        // SAFETY: registers a handler that only increments an atomic (async-signal-safe, as a
+        // fork handler must be); called once, and the handler lives for the whole process.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(forked));
+        }
+    });
+    FORKS.load(Ordering::Relaxed)
 }
 
 /// The system temporary directory, as PHP's `sys_get_temp_dir()` falls back to it.
@@ -41,10 +63,10 @@ pub fn with<T>(
         let mut slot = cell.borrow_mut();
         let stale = slot
             .as_ref()
-            .is_none_or(|w| w.pid != std::process::id() || !Arc::ptr_eq(&w.config, config));
+            .is_none_or(|w| w.process != process() || !Arc::ptr_eq(&w.config, config));
         if stale {
             if let Some(old) = slot.take() {
-                if old.pid != std::process::id() {
+                if old.process != process() {
                     // A connection inherited across fork must not be closed here: closing it
                     // could disturb the parent's locks. Leak it and open our own.
                     std::mem::forget(old);
@@ -75,7 +97,7 @@ pub fn with<T>(
                 ipv6_prefix: config.ipv6_prefix,
             };
             *slot = Some(Worker {
-                pid: std::process::id(),
+                process: process(),
                 config: Arc::clone(config),
                 limiter: Limiter::new(Box::new(store), keys, settings, log),
             });
@@ -90,7 +112,7 @@ pub fn with<T>(
 pub fn end_request() {
     WORKER.with(|cell| {
         if let Some(w) = cell.borrow_mut().as_mut() {
-            if w.pid == std::process::id() {
+            if w.process == process() {
                 w.limiter.end_request();
             }
         }
@@ -101,7 +123,7 @@ pub fn end_request() {
 pub fn shutdown() {
     WORKER.with(|cell| {
         if let Some(mut w) = cell.borrow_mut().take() {
-            if w.pid == std::process::id() {
+            if w.process == process() {
                 w.limiter.shutdown();
             } else {
                 // Inherited across fork: the parent's, not ours to write or close.
