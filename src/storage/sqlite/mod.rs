@@ -24,16 +24,18 @@ use busy::Budget;
 use counts::Delta;
 use rand::TryRng;
 use rusqlite::{params, Connection, ErrorCode, FileControl, OpenFlags, OptionalExtension};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tx::WriteTx;
+use tx::{ReadTx, WriteTx};
 
 /// How often a process checks that the path still names the file it has open.
 const MOVED_CHECK: Duration = Duration::from_secs(1);
 /// How long counts of denials served from snapshots may wait to be written.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How many buckets a process remembers as admitting.
+const ADMITTING_MAX: usize = 4_096;
 
 pub struct SqliteStore {
     /// None until the first call, and after the file was found removed, replaced or corrupt:
@@ -54,6 +56,8 @@ pub struct SqliteStore {
     touched: HashMap<Pseudonym, i64>,
     /// When the counts above were last written.
     flushed_at: Instant,
+    /// Buckets whose last decision here was an admission (see [`Store::acquire`]).
+    admitting: HashSet<Pseudonym>,
 }
 
 impl SqliteStore {
@@ -77,6 +81,7 @@ impl SqliteStore {
             noted: Counters::default(),
             touched: HashMap::new(),
             flushed_at: Instant::now(),
+            admitting: HashSet::new(),
         }
     }
 
@@ -333,6 +338,19 @@ impl SqliteStore {
         }
     }
 
+    /// Remembers which buckets this process last saw admitting (a bounded set: a hint only,
+    /// since the write transaction always decides again).
+    fn note_admitting(&mut self, key: &BucketKey, allowed: bool) {
+        if allowed {
+            if self.admitting.len() >= ADMITTING_MAX {
+                self.admitting.clear();
+            }
+            self.admitting.insert(key.bucket);
+        } else {
+            self.admitting.remove(&key.bucket);
+        }
+    }
+
     /// A denial decided from a read snapshot, without the write lock: exact, because between
     /// the snapshot and now other writers can only have taken tokens (or slots), and time can
     /// only have added what the refill computes, so a denial then is a denial now. None when
@@ -343,16 +361,16 @@ impl SqliteStore {
         ask: &Ask,
     ) -> Result<Option<Acquired>, StoreError> {
         let found = self.read(|conn, now| {
-            let tx = conn.unchecked_transaction()?;
-            let Some(stored) = read_bucket(&tx, key)? else {
+            // One statement is a snapshot by itself; the slots need a second one in the same.
+            if ask.max_inflight == 0 {
+                return Ok(read_bucket(conn, key)?.map(|s| (s, Slots::default(), now)));
+            }
+            let tx = ReadTx::begin(conn)?;
+            let Some(stored) = read_bucket(conn, key)? else {
                 return Ok(None);
             };
-            let slots = if ask.max_inflight > 0 {
-                live_slots_at(&tx, key, now)?
-            } else {
-                Slots::default()
-            };
-            tx.commit()?;
+            let slots = live_slots_at(conn, key, now)?;
+            tx.end()?;
             Ok(Some((stored, slots, now)))
         })?;
         let Some((stored, slots, now)) = found else {
@@ -362,6 +380,7 @@ impl SqliteStore {
         if d.verdict.allowed {
             return Ok(None);
         }
+        self.note_admitting(key, false);
         self.noted.record(d.verdict.reason);
         self.noted.clock_regressions += u64::from(d.clock_regressed);
         let used_at = evict::used_at(now);
@@ -504,14 +523,18 @@ impl Store for SqliteStore {
         } else {
             None
         };
-        if let Some(denied) = self.deny_from_snapshot(key, ask)? {
-            // Written later (see `noted`): the caller's counts are in our hands now.
-            self.noted.add(unwritten);
-            self.flush_if_due();
-            return Ok(denied);
+        // A bucket this process last saw admitting will likely admit again: straight to the
+        // write lock, without a snapshot first (which would cost an admission a read more).
+        if !self.admitting.contains(&key.bucket) {
+            if let Some(denied) = self.deny_from_snapshot(key, ask)? {
+                // Written later (see `noted`): the caller's counts are in our hands now.
+                self.noted.add(unwritten);
+                self.flush_if_due();
+                return Ok(denied);
+            }
         }
         let max_entries = self.max_entries;
-        self.write(unwritten, |tx, delta, now| {
+        let decided = self.write(unwritten, |tx, delta, now| {
             let stored = match read_bucket(tx, key)? {
                 None => migrate(tx, key, delta)?,
                 found => found,
@@ -585,7 +608,11 @@ impl Store for SqliteStore {
                 verdict: d.verdict,
                 lease,
             })
-        })
+        });
+        if let Ok(a) = &decided {
+            self.note_admitting(key, a.verdict.allowed);
+        }
+        decided
     }
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {

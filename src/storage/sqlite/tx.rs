@@ -10,6 +10,21 @@ pub struct WriteTx<'c> {
     open: bool,
 }
 
+/// A read transaction (one snapshot for several statements), with the same guard; its BEGIN
+/// takes no lock a writer waits for (WAL). Cached statements, as for [`WriteTx`].
+pub struct ReadTx<'c>(WriteTx<'c>);
+
+impl<'c> ReadTx<'c> {
+    pub fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        Ok(Self(WriteTx { conn, open: true }))
+    }
+
+    pub fn end(self) -> rusqlite::Result<()> {
+        self.0.commit()
+    }
+}
+
 impl<'c> WriteTx<'c> {
     /// `BEGIN IMMEDIATE`: takes the write lock now (waiting through the busy handler), so that
     /// two workers never both read the same tokens. BEGIN, COMMIT and ROLLBACK are cached
