@@ -291,7 +291,8 @@ impl SqliteStore {
         match result {
             Ok(out) => {
                 if delta.counters.evicted > unwritten.evicted + self.noted.evicted {
-                    self.log.note(Event::TableFull, &self.path.display().to_string());
+                    self.log
+                        .note(Event::TableFull, &self.path.display().to_string());
                 }
                 self.noted = Counters::default();
                 self.touched.clear();
