@@ -119,7 +119,14 @@ impl KeyRing {
         }
         let place = self.path.display().to_string();
         let mut reread = false;
-        loop {
+        for attempt in 0.. {
+            if attempt == 8 {
+                // Other processes keep recording other keys: no decision until that settles.
+                return Err(StoreError::new(
+                    ErrorKind::Busy,
+                    "the database's key record keeps changing",
+                ));
+            }
             let recorded = store.key_record()?;
             let held = Held {
                 fingerprint: &self.current.fingerprint,
