@@ -200,7 +200,7 @@ impl Call {
                         i,
                         expected(
                             ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_STRING,
-                            false,
+                            self.params[i].nullable,
                         ),
                     ));
                 }
@@ -212,6 +212,14 @@ impl Call {
                 .map(|s| s.as_bytes().to_vec())
                 .unwrap_or_default())
         }
+    }
+
+    /// A `?string` parameter: `None` for null or omitted.
+    pub fn nullable_string(&self, i: usize) -> Result<Option<Vec<u8>>, Error> {
+        if self.zval(i).is_none() || self.is_null(i) {
+            return Ok(None);
+        }
+        self.string(i).map(Some)
     }
 
     /// An int parameter (`?int` when declared nullable; `None` for null or omitted).

@@ -91,6 +91,13 @@ impl Decision {
         self.lease.map(|l| l.to_string())
     }
 
+    /// True for a denial of a shadow scope (`ratelimit.dry_run`), answered `allowed` with its
+    /// real reason.
+    #[php(getter)]
+    pub fn get_dry_run(&self) -> bool {
+        self.verdict.dry_run
+    }
+
     /// The scope the bucket belongs to.
     #[php(getter)]
     pub fn get_scope(&self) -> String {
