@@ -460,7 +460,10 @@ fn live_slots_at(tx: &Connection, key: &BucketKey, now: i64) -> rusqlite::Result
 /// The answer remembered for `request` in `key`'s bucket, while it lives: without a lease
 /// until its expiry, with one while that lease is live (released, expired or reset: the answer
 /// is forgotten, and the call decided afresh). Counted as a retry; takes nothing. Expired
-/// answers are purged first (an index range on `expires`).
+/// answers are purged first (an index range on `expires`). Out of line: a call without a
+/// request id (the common one) keeps its code as it was.
+#[cold]
+#[inline(never)]
 fn remembered(
     tx: &Connection,
     key: &BucketKey,
@@ -524,6 +527,8 @@ fn remembered(
 /// Remembers an admission for its request id, within `max_entries` remembered answers (the
 /// ones nearest their end go first).
 #[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
 fn remember(
     tx: &Connection,
     key: &BucketKey,
