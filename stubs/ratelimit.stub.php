@@ -44,7 +44,10 @@ namespace RateLimit {
      */
     final class Decision
     {
-        /** True when the call may go ahead (also when "unavailable" with ratelimit.fail_open=1). */
+        /**
+         * True when the call may go ahead (also when "unavailable" with ratelimit.fail_open=1, and
+         * for a would-be denial of a shadow scope: see `$dryRun`).
+         */
         public readonly bool $allowed;
 
         /**
@@ -62,7 +65,8 @@ namespace RateLimit {
         public readonly int $remaining;
 
         /**
-         * Seconds until a retry can succeed; 0.0 when allowed.
+         * Seconds until a retry can succeed; 0.0 when admitted (a shadow scope's would-be denial
+         * keeps the real wait).
          * - "rate": exact, the time until the bucket holds `$cost` tokens again.
          * - "inflight": an estimate, an upper bound: seconds until the earliest live lease of this
          *   subject and scope expires (ratelimit.lease_ttl after it was taken); a release frees

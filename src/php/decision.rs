@@ -72,7 +72,7 @@ impl Decision {
         self.verdict.remaining as i64
     }
 
-    /// Seconds until a retry can succeed; 0 when allowed.
+    /// Seconds until a retry can succeed; 0 when admitted (a shadow denial keeps the real wait).
     #[php(getter)]
     pub fn get_retry_after(&self) -> f64 {
         seconds(self.verdict.retry_after_ms)
