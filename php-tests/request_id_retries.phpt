@@ -3,7 +3,7 @@ $request_id: a retry with the same id takes nothing (in this process and from an
 --EXTENSIONS--
 ratelimit
 --INI--
-ratelimit.request_ttl=1
+ratelimit.request_ttl=3
 --FILE--
 <?php
 require __DIR__ . '/_helpers.inc';
@@ -39,14 +39,17 @@ echo "retry: allowed=", var_export($d->allowed, true), " remaining=$d->remaining
 $e = ratelimit_acquire('v', 5, 60, 1, 'api', 1, 'job-7');
 echo "its retry: remaining=$e->remaining same lease=", var_export($e->lease === $d->lease, true), "\n";
 
-echo "-- without a lease: remembered for request_ttl (1 s), across processes\n";
+echo "-- without a lease: remembered for request_ttl (3 s), across processes\n";
+$tb = microtime(true);
 $d = ratelimit_acquire('w', 5, 60, 0, 'api', 1, 'post-1');
+$ta = microtime(true); // the admission was between $tb and $ta
 $r = rl_run([], 'echo ratelimit_acquire("w", 5, 60, 0, "api", 1, "post-1")->remaining, "\n";');
 echo "first=$d->remaining child retry=", trim($r['out']), "\n";
 echo "the same id in another scope or of another subject is another request: ",
     ratelimit_acquire('w', 5, 60, 0, 'web', 1, 'post-1')->remaining, " ",
     ratelimit_acquire('x', 5, 60, 0, 'api', 1, 'post-1')->remaining, "\n";
-rl_pause(1.1);
+rl_check('the child retried within request_ttl', microtime(true) - $tb < 3.0, microtime(true) - $tb);
+rl_pause(3.05 - (microtime(true) - $ta));
 echo "after request_ttl: ", ratelimit_acquire('w', 5, 60, 0, 'api', 1, 'post-1')->remaining, "\n";
 $s = ratelimit_stats();
 echo "retries={$s['retries']}\n";
@@ -83,9 +86,10 @@ key-1: allowed=false reason=rate
 died: remaining=4 fatal=true
 retry: allowed=true remaining=3
 its retry: remaining=3 same lease=true
--- without a lease: remembered for request_ttl (1 s), across processes
+-- without a lease: remembered for request_ttl (3 s), across processes
 first=4 child retry=4
 the same id in another scope or of another subject is another request: 4 4
+the child retried within request_ttl: ok
 after request_ttl: 3
 retries=4
 -- no id in clear in the database
