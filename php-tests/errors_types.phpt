@@ -18,6 +18,8 @@ rl_throws(fn() => ratelimit_acquire('t', 5, []));
 rl_throws(fn() => ratelimit_acquire('t', 5, 60, 'x'));
 rl_throws(fn() => ratelimit_acquire('t', 5, 60, 0, []));
 rl_throws(fn() => ratelimit_acquire('t', 5, 60, 0, 'default', 'one'));
+rl_throws(fn() => ratelimit_acquire('t', 5, 60, 0, 'default', 1, []));
+rl_throws(fn() => ratelimit_acquire('t', 5, 60, 0, 'default', 1, new stdClass));
 echo "-- peek, reset, release, stats\n";
 rl_throws(fn() => ratelimit_peek([]));
 rl_throws(fn() => ratelimit_peek('t', 'abc'));
@@ -30,7 +32,7 @@ rl_throws(fn() => ratelimit_release(new stdClass));
 rl_throws(fn() => ratelimit_release(new ArrayObject([])));
 echo "-- argument counts and names\n";
 rl_throws(fn() => ratelimit_acquire());
-rl_throws(fn() => ratelimit_acquire('t', 1, 1.0, 0, 'default', 1, 'extra'));
+rl_throws(fn() => ratelimit_acquire('t', 1, 1.0, 0, 'default', 1, 'id', 'extra'));
 rl_throws(fn() => ratelimit_release());
 rl_throws(fn() => ratelimit_stats(1));
 rl_throws(fn() => ratelimit_peek());
@@ -58,6 +60,8 @@ TypeError: ratelimit_acquire(): Argument #3 ($per) must be of type ?float, array
 TypeError: ratelimit_acquire(): Argument #4 ($inflight) must be of type ?int, string given
 TypeError: ratelimit_acquire(): Argument #5 ($scope) must be of type string, array given
 TypeError: ratelimit_acquire(): Argument #6 ($cost) must be of type int, string given
+TypeError: ratelimit_acquire(): Argument #7 ($request_id) must be of type ?string, array given
+TypeError: ratelimit_acquire(): Argument #7 ($request_id) must be of type ?string, stdClass given
 -- peek, reset, release, stats
 TypeError: ratelimit_peek(): Argument #1 ($subject) must be of type string, array given
 TypeError: ratelimit_peek(): Argument #2 ($limit) must be of type ?int, string given
@@ -70,7 +74,7 @@ TypeError: ratelimit_release(): Argument #1 ($lease) must be of type RateLimit\D
 TypeError: ratelimit_release(): Argument #1 ($lease) must be of type RateLimit\Decision|string, ArrayObject given
 -- argument counts and names
 ArgumentCountError: ratelimit_acquire() expects at least 1 argument, 0 given
-ArgumentCountError: ratelimit_acquire() expects at most 6 arguments, 7 given
+ArgumentCountError: ratelimit_acquire() expects at most 7 arguments, 8 given
 ArgumentCountError: ratelimit_release() expects exactly 1 argument, 0 given
 ArgumentCountError: ratelimit_stats() expects exactly 0 arguments, 1 given
 ArgumentCountError: ratelimit_peek() expects at least 1 argument, 0 given

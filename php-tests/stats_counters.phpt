@@ -1,5 +1,5 @@
 --TEST--
-ratelimit_stats(): the twelve counters and gauges, host-wide (shared with other processes)
+ratelimit_stats(): the fourteen counters and gauges, host-wide (shared with other processes)
 --EXTENSIONS--
 ratelimit
 --FILE--
@@ -11,7 +11,7 @@ $s = ratelimit_stats();
 $keys = array_keys($s);
 sort($keys);
 echo implode(',', $keys), "\n";
-echo "all int: ", var_export(array_sum(array_map('is_int', $s)) === 12, true), ", all zero: ", var_export(array_sum($s) === 0, true), "\n";
+echo "all int: ", var_export(array_sum(array_map('is_int', $s)) === 14, true), ", all zero: ", var_export(array_sum($s) === 0, true), "\n";
 
 ratelimit_acquire('a', 2, 60);
 ratelimit_acquire('a', 2, 60);
@@ -41,21 +41,23 @@ require __DIR__ . '/_helpers.inc';
 rl_clean('stats_counters');
 ?>
 --EXPECT--
-allowed,clock_regressions,denied_inflight,denied_rate,entries,evicted,keys_migrated,leases_expired,live_leases,reopened,storage_errors,unavailable
+allowed,clock_regressions,denied_inflight,denied_rate,dry_run_denied,entries,evicted,keys_migrated,leases_expired,live_leases,reopened,retries,storage_errors,unavailable
 all int: true, all zero: true
 allowed=3
 clock_regressions=0
 denied_inflight=1
 denied_rate=1
+dry_run_denied=0
 entries=2
 evicted=0
 keys_migrated=0
 leases_expired=0
 live_leases=1
 reopened=0
+retries=0
 storage_errors=0
 unavailable=0
 -- another process counts in the same file
-{"allowed":4,"clock_regressions":0,"denied_inflight":1,"denied_rate":2,"entries":3,"evicted":0,"keys_migrated":0,"leases_expired":0,"live_leases":1,"reopened":0,"storage_errors":0,"unavailable":0}
+{"allowed":4,"clock_regressions":0,"denied_inflight":1,"denied_rate":2,"dry_run_denied":0,"entries":3,"evicted":0,"keys_migrated":0,"leases_expired":0,"live_leases":1,"reopened":0,"retries":0,"storage_errors":0,"unavailable":0}
 parent sees: allowed=4 denied_rate=2 entries=3 live_leases=1
 after release: live_leases=0

@@ -6,7 +6,7 @@
 //! are an error instead of a silent split. Nothing here runs per call but a clock read.
 
 use crate::core::keyswitch::{self, Action, Fingerprint, Held, KeyRecord};
-use crate::core::subject::{fingerprint, BucketKey, Pseudonymizer};
+use crate::core::subject::{fingerprint, BucketKey, Pseudonym, Pseudonymizer};
 use crate::keyfile::{self, KeyError};
 use crate::opslog::{Event, OpsLog};
 use crate::storage::{ErrorKind, Store, StoreError};
@@ -106,6 +106,12 @@ impl KeyRing {
             .as_ref()
             .map(|(_, p)| p.pseudonymizer.pseudonym(scope, subject));
         k
+    }
+
+    /// The name a request id of `subject` (normalised) in `scope` is remembered under, with the
+    /// current key (a rotation forgets remembered answers: a retry across it is decided afresh).
+    pub fn request(&self, scope: &[u8], subject: &[u8], id: &[u8]) -> Pseudonym {
+        self.current.pseudonymizer.request(scope, subject, id)
     }
 
     /// At most once per [`CHECK_EVERY`]: re-reads a replaced key file, and settles with the

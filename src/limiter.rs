@@ -9,8 +9,9 @@
 //! No PHP here: the glue parses arguments, calls this, and builds a `Decision`.
 
 use crate::core::bucket::Policy;
+use crate::core::config::DryRun;
 use crate::core::counters::{Counters, Stats};
-use crate::core::decision::{Ask, Reason, Verdict};
+use crate::core::decision::{Ask, Reason, Request, Verdict};
 use crate::core::lease::LeaseToken;
 use crate::core::subject::{normalise, BucketKey};
 use crate::keyring::KeyRing;
@@ -19,11 +20,17 @@ use crate::storage::{Acquired, Store, StoreError};
 use std::sync::Arc;
 
 /// The settings the limiter applies to every call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub fail_open: bool,
     pub lease_ttl_ms: u64,
     pub ipv6_prefix: u8,
+    /// Shadow scopes: their rate and in-flight denials are answered `allowed` (by the core's
+    /// `decide`, inside the store's atomic step, counted as `dry_run_denied`). An "unavailable"
+    /// decision stays what it is: only `fail_open` admits it.
+    pub dry_run: DryRun,
+    /// How long an admission with a request id and no lease is remembered.
+    pub request_ttl_ms: u64,
 }
 
 pub struct Limiter {
@@ -91,9 +98,35 @@ impl Limiter {
         scope: &str,
         ask: &Ask,
     ) -> Result<Acquired, StoreError> {
+        self.acquire_request(subject, scope, ask, None)
+    }
+
+    /// One decision, for the request `request_id` when given: a retry of an admission of the
+    /// same subject, scope and id, while remembered, gets the same answer (the same lease,
+    /// still held by the request that took it) and takes nothing. The shadow mode of the scope is
+    /// applied here (the caller's `ask` says neither).
+    pub fn acquire_request(
+        &mut self,
+        subject: &[u8],
+        scope: &str,
+        ask: &Ask,
+        request_id: Option<&[u8]>,
+    ) -> Result<Acquired, StoreError> {
         let ttl = self.settings.lease_ttl_ms;
+        let mut ask = *ask;
+        ask.dry_run = self.settings.dry_run.covers(scope);
         let result = match self.key_for(scope, subject) {
-            Ok(key) => self.store.acquire(&key, ask, ttl, &self.unwritten),
+            Ok(key) => {
+                ask.request = request_id.map(|id| Request {
+                    name: self.keys.request(
+                        scope.as_bytes(),
+                        &normalise(subject, self.settings.ipv6_prefix),
+                        id,
+                    ),
+                    ttl_ms: self.settings.request_ttl_ms,
+                });
+                self.store.acquire(&key, &ask, ttl, &self.unwritten)
+            }
             Err(e) => Err(e),
         };
         let mut acquired = match result {
@@ -122,8 +155,13 @@ impl Limiter {
                     .note(Event::FailOpenAdmitting, "ratelimit.fail_open=1");
             }
         }
+        // A retry's lease stays with the request that took it (which releases it at its end,
+        // also after a fatal error): another attempt ending first must not free the slot while
+        // the first still runs. (The retry may release it explicitly.)
         if let Some(token) = acquired.lease {
-            self.held.push(token);
+            if !acquired.verdict.retried && !self.held.contains(&token) {
+                self.held.push(token);
+            }
         }
         Ok(acquired)
     }
@@ -220,6 +258,10 @@ mod tests {
         seen: Vec<Counters>,
         released: Vec<LeaseToken>,
         written: Counters,
+        /// The asks the store was given.
+        asks: Vec<Ask>,
+        /// Answer as a retry.
+        retry: bool,
     }
 
     struct Fake(Rc<RefCell<Script>>);
@@ -252,11 +294,14 @@ mod tests {
             unwritten: &Counters,
         ) -> Result<Acquired, StoreError> {
             self.step(unwritten)?;
+            self.0.borrow_mut().asks.push(*ask);
             let lease = (ask.max_inflight > 0).then_some(LeaseToken {
                 id: LeaseId([7; 16]),
                 key: *key,
             });
-            Ok(allowed(lease))
+            let mut a = allowed(lease);
+            a.verdict.retried = self.0.borrow().retry;
+            Ok(a)
         }
         fn peek(&mut self, _: &BucketKey, _: &Policy) -> Result<Verdict, StoreError> {
             self.step(&Counters::default())?;
@@ -298,6 +343,8 @@ mod tests {
             fail_open,
             lease_ttl_ms: 60_000,
             ipv6_prefix: 64,
+            dry_run: DryRun::Scopes(vec!["shadow".into()]),
+            request_ttl_ms: 60_000,
         };
         (
             Limiter::new(
@@ -311,11 +358,48 @@ mod tests {
     }
 
     fn ask(inflight: u64) -> Ask {
-        Ask {
-            policy: Policy::new(5, 1_000).unwrap(),
-            cost: 1,
-            max_inflight: inflight,
-        }
+        Ask::new(Policy::new(5, 1_000).unwrap(), 1, inflight)
+    }
+
+    #[test]
+    fn an_unavailable_decision_stays_one_in_a_shadow_scope() {
+        let (mut l, _) = limiter(&[ErrorKind::Busy], false);
+        let a = l.acquire(b"s", "shadow", &ask(1)).unwrap();
+        assert_eq!(
+            (a.verdict.allowed, a.verdict.reason, a.verdict.dry_run),
+            (false, Reason::Unavailable, false)
+        );
+    }
+
+    #[test]
+    fn the_store_is_told_the_shadow_scope_and_the_request_name() {
+        let (mut l, script) = limiter(&[], false);
+        l.acquire_request(b"s", "shadow", &ask(0), Some(b"id"))
+            .unwrap();
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        let asks = script.borrow().asks.clone();
+        assert!(asks[0].dry_run && !asks[1].dry_run);
+        let name = asks[0].request.expect("a request id was given").name;
+        assert_eq!(name, l.keys.request(b"shadow", b"s", b"id"));
+        assert_ne!(name, l.key("shadow", b"s").bucket);
+        assert_eq!(asks[1].request, None);
+    }
+
+    #[test]
+    fn a_retried_lease_is_held_by_the_request_that_took_it_only() {
+        let (mut l, script) = limiter(&[], false);
+        l.acquire_request(b"s", "default", &ask(1), Some(b"id"))
+            .unwrap();
+        l.acquire_request(b"s", "default", &ask(1), Some(b"id"))
+            .unwrap();
+        assert_eq!(l.held().len(), 1, "the same lease, held once");
+        l.end_request();
+        script.borrow_mut().retry = true;
+        let a = l
+            .acquire_request(b"s", "default", &ask(1), Some(b"id"))
+            .unwrap();
+        assert!(a.lease.is_some() && a.verdict.retried);
+        assert!(l.held().is_empty(), "another request's lease");
     }
 
     #[test]

@@ -25,6 +25,8 @@
  * | ratelimit.max_entries       | 100000   | most buckets kept; beyond it drained buckets, then the least recently used bucket without a live lease, are dropped |
  * | ratelimit.ipv6_prefix       | 64       | IPv6 subjects are cut to this many bits before hashing           |
  * | ratelimit.fail_open         | 0        | 1: an "unavailable" decision is allowed (without a lease)         |
+ * | ratelimit.dry_run           | ""       | shadow mode: empty (off), `*` (every scope) or scopes separated by commas; their "rate" and "inflight" denials are answered allowed with `dryRun` true (charged as for real: a denial takes nothing, gets no lease, sends no Retry-After), counted as `dry_run_denied`. "unavailable" stays unavailable (only fail_open admits it) |
+ * | ratelimit.request_ttl       | 60       | seconds an admission with a `$request_id` and without a lease is remembered for its retries (with a lease: as long as the lease lives) |
  *
  * Subjects are never stored: only the first 16 bytes of HMAC-SHA256(key, scope . "\0" . subject).
  * A subject that parses whole as an IP address is normalised first (IPv4-mapped IPv6 becomes
@@ -42,7 +44,10 @@ namespace RateLimit {
      */
     final class Decision
     {
-        /** True when the call may go ahead (also when "unavailable" with ratelimit.fail_open=1). */
+        /**
+         * True when the call may go ahead (also when "unavailable" with ratelimit.fail_open=1, and
+         * for a would-be denial of a shadow scope: see `$dryRun`).
+         */
         public readonly bool $allowed;
 
         /**
@@ -60,7 +65,8 @@ namespace RateLimit {
         public readonly int $remaining;
 
         /**
-         * Seconds until a retry can succeed; 0.0 when allowed.
+         * Seconds until a retry can succeed; 0.0 when admitted (a shadow scope's would-be denial
+         * keeps the real wait).
          * - "rate": exact, the time until the bucket holds `$cost` tokens again.
          * - "inflight": an estimate, an upper bound: seconds until the earliest live lease of this
          *   subject and scope expires (ratelimit.lease_ttl after it was taken); a release frees
@@ -84,6 +90,13 @@ namespace RateLimit {
          * longer; store it as a string of up to 255 bytes.
          */
         public readonly ?string $lease;
+
+        /**
+         * True when the scope is a shadow one (ratelimit.dry_run) and this call would have been
+         * denied: `$allowed` is then true, `$reason` the real one ("rate" or "inflight"),
+         * `$retryAfter` the real wait, `$lease` null, and headers() has no Retry-After.
+         */
+        public readonly bool $dryRun;
 
         /** The scope of the bucket. */
         public readonly string $scope;
@@ -137,6 +150,17 @@ namespace {
      * @param string   $scope    1 .. 64 characters of [A-Za-z0-9_.:-]; buckets of different scopes
      *                           are independent
      * @param int      $cost     tokens taken, 1 .. `$limit`
+     * @param string|null $request_id what makes a retry the same request (an Idempotency-Key
+     *                           header, a queue's job id), 1 .. 255 bytes, never stored in
+     *                           clear (a pseudonym of scope, subject and id). An admission with
+     *                           it is remembered while its lease lives or, without a lease, for
+     *                           ratelimit.request_ttl seconds: a call with the same subject,
+     *                           scope and id then gets the same answer (allowed, the same lease,
+     *                           still held by the first request, which releases it at its end;
+     *                           the retry may release it explicitly) and takes nothing (counted
+     *                           as `retries`). A denial is not remembered. Once
+     *                           the lease ended (released, at the end of the first request also
+     *                           after a fatal error, or expired) a retry is decided afresh.
      *
      * @return \RateLimit\Decision reason "ok", "rate", "inflight" or "unavailable"
      *
@@ -145,7 +169,7 @@ namespace {
      * @throws \TypeError             an argument of the wrong type
      * @throws \RateLimit\Exception   key file missing, short, weak or not ours; database not creatable or not ours
      */
-    function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1): \RateLimit\Decision {}
+    function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1, ?string $request_id = null): \RateLimit\Decision {}
 
     /**
      * Ends a lease before its request ends. Idempotent: true only when this call freed a live slot;
@@ -200,10 +224,13 @@ namespace {
      * - keys_migrated: buckets moved from ratelimit.key_file_previous's key to the current one
      * - reopened: times a worker found the database removed or replaced and opened the path anew
      * - storage_errors: storage faults met while deciding (each an "unavailable" decision)
+     * - dry_run_denied: denials of shadow scopes (ratelimit.dry_run) answered allowed; each is
+     *   counted under denied_rate or denied_inflight too
+     * - retries: calls answered from a remembered admission of the same `$request_id`
      * - entries (gauge): buckets stored now
      * - live_leases (gauge): leases live now
      *
-     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, entries: int, live_leases: int}
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, entries: int, live_leases: int}
      *
      * @throws \RateLimit\Exception database not creatable or not ours
      */

@@ -3,7 +3,7 @@
 
 mod conformance;
 
-use conformance::{ask, key, Backend, ManualClock, T0};
+use conformance::{ask, key, with_request, Backend, ManualClock, T0};
 use ratelimit::core::counters::Counters;
 use ratelimit::core::decision::Reason;
 use ratelimit::storage::sqlite::SqliteStore;
@@ -429,4 +429,33 @@ fn counts_of_snapshot_denials_are_written_later_and_none_is_lost() {
     s.flush(&NONE).unwrap();
     let c = observer.stats().unwrap().counters;
     assert_eq!((c.allowed, c.denied_rate), (2, 7));
+}
+
+/// At most `max_entries` remembered answers are kept: the oldest go first, and their retries are charged.
+#[test]
+fn remembered_requests_are_bounded_by_max_entries() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 100, &clock);
+    for n in 0..150u8 {
+        clock.set(T0 + i64::from(n));
+        let a = with_request(ask(1_000, 60_000, 0), n, 60_000);
+        assert!(s
+            .acquire(&key(1), &a, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .took());
+    }
+    // The newest is remembered, the oldest forgotten.
+    let newest = with_request(ask(1_000, 60_000, 0), 149, 60_000);
+    let oldest = with_request(ask(1_000, 60_000, 0), 0, 60_000);
+    let before = s.peek(&key(1), &newest.policy).unwrap().remaining;
+    s.acquire(&key(1), &newest, 60_000, &NONE).unwrap();
+    assert_eq!(s.peek(&key(1), &newest.policy).unwrap().remaining, before);
+    s.acquire(&key(1), &oldest, 60_000, &NONE).unwrap();
+    assert_eq!(
+        s.peek(&key(1), &newest.policy).unwrap().remaining,
+        before - 1
+    );
+    assert_eq!(s.stats().unwrap().counters.retries, 1);
 }

@@ -20,6 +20,10 @@ for ($i = 0; $i < 20; $i++) ratelimit_acquire("before-$i", 5, 60);
 $f = fopen("$fs/filler", 'w');
 while (@fwrite($f, str_repeat('x', 4096)) === 4096) {}
 fclose($f);
+// Space SQLite had already allocated (a WAL longer than its last transaction) takes a few more
+// writes, depending on the file's layout: used up first, until the first "unavailable".
+for ($slack = 0; $slack < 50 && ratelimit_acquire("slack-$slack", 5, 60)->reason === 'ok'; $slack++) {}
+echo "slack used up: ", var_export($slack < 50, true), "\n";
 
 $reasons = [];
 $exceptions = 0;
@@ -54,9 +58,10 @@ rl_clean('fault_disk_full');
 ?>
 --EXPECT--
 mounted: true
+slack used up: true
 while full: {"unavailable-":200}, exceptions: 0
-counted: unavailable=200 storage_errors=200
+counted: unavailable=201 storage_errors=201
 space freed: ok, remaining 4
-written once the fault ended: unavailable=200 storage_errors=200
+written once the fault ended: unavailable=201 storage_errors=201
 integrity_check: ok
 log: unavailable 1, available again 1, names a subject: false

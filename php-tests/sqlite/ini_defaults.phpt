@@ -1,5 +1,5 @@
 --TEST--
-php.ini: the eleven directives, their defaults, PHP_INI_SYSTEM (ini_set refused), and the defaults in use
+php.ini: the thirteen directives, their defaults, PHP_INI_SYSTEM (ini_set refused), and the defaults in use
 --EXTENSIONS--
 ratelimit
 --INI--
@@ -23,10 +23,11 @@ foreach (ini_get_all('ratelimit') as $k => $info) {
 }
 var_dump(ini_set('ratelimit.limit', '5'), ini_get('ratelimit.limit'));
 var_dump(ini_set('ratelimit.db_path', '/tmp/elsewhere.sqlite') === false);
+var_dump(ini_set('ratelimit.dry_run', '*') === false, ini_set('ratelimit.request_ttl', '5') === false);
 
 echo "-- defaults in use\n";
 $d = ratelimit_acquire('x');
-echo "limit=$d->limit remaining=$d->remaining lease=", var_export($d->lease, true), " ", $d->headers()['RateLimit-Policy'], "\n";
+echo "limit=$d->limit remaining=$d->remaining lease=", var_export($d->lease, true), " dryRun=", var_export($d->dryRun, true), " ", $d->headers()['RateLimit-Policy'], "\n";
 printf("resetAfter %.3f\n", $d->resetAfter);
 ?>
 --CLEAN--
@@ -37,6 +38,7 @@ rl_clean('ini_defaults');
 --EXPECT--
 ratelimit.busy_timeout_ms='100'
 ratelimit.db_path='rl-phpt-ini_defaults/db.sqlite'
+ratelimit.dry_run=''
 ratelimit.fail_open='0'
 ratelimit.inflight='0'
 ratelimit.ipv6_prefix='64'
@@ -46,10 +48,13 @@ ratelimit.lease_ttl='60'
 ratelimit.limit='60'
 ratelimit.max_entries='100000'
 ratelimit.per='60'
+ratelimit.request_ttl='60'
 -- PHP_INI_SYSTEM
 bool(false)
 string(2) "60"
 bool(true)
+bool(true)
+bool(true)
 -- defaults in use
-limit=60 remaining=59 lease=NULL "default";q=60;w=60
+limit=60 remaining=59 lease=NULL dryRun=false "default";q=60;w=60
 resetAfter 1.000

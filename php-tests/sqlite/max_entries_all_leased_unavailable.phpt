@@ -4,6 +4,7 @@ ratelimit.max_entries: when every bucket holds a live lease, a new subject is "u
 ratelimit
 --INI--
 ratelimit.db_path={TMP}/rl-phpt-max_entries_all_leased_unavailable/db.sqlite
+error_log={TMP}/rl-phpt-max_entries_all_leased_unavailable/php-errors.log
 ratelimit.max_entries=3
 --FILE--
 <?php

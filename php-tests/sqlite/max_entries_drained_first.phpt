@@ -4,6 +4,7 @@ ratelimit.max_entries: a drained bucket (full again) makes room before the least
 ratelimit
 --INI--
 ratelimit.db_path={TMP}/rl-phpt-max_entries_drained_first/db.sqlite
+error_log={TMP}/rl-phpt-max_entries_drained_first/php-errors.log
 ratelimit.max_entries=3
 --FILE--
 <?php

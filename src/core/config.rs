@@ -26,7 +26,7 @@ const fn directive(
 }
 
 /// The directives every backend reads.
-pub const SHARED: [Directive; 8] = [
+pub const SHARED: [Directive; 10] = [
     directive(c"ratelimit.key_file", c"", |c, v| {
         c.key_file = v.to_string();
         Ok(())
@@ -69,7 +69,65 @@ pub const SHARED: [Directive; 8] = [
         c.fail_open = boolean(v)?;
         Ok(())
     }),
+    directive(c"ratelimit.dry_run", c"", |c, v| {
+        c.dry_run = DryRun::parse(v)?;
+        Ok(())
+    }),
+    directive(c"ratelimit.request_ttl", c"60", |c, v| {
+        c.request_ttl_ms = seconds_ms(
+            v,
+            1,
+            31_536_000_000,
+            "expected seconds from 0.001 to 31536000",
+        )?;
+        Ok(())
+    }),
 ];
+
+/// Shadow mode (`ratelimit.dry_run`): the scopes whose denials are answered `allowed`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DryRun {
+    /// Off (the default, an empty value).
+    #[default]
+    Off,
+    /// `*`: every scope.
+    All,
+    /// A comma-separated list of scopes (spaces around the commas allowed).
+    Scopes(Vec<String>),
+}
+
+impl DryRun {
+    pub fn parse(value: &str) -> Result<Self, Invalid> {
+        let value = value.trim();
+        if value.is_empty() {
+            return Ok(DryRun::Off);
+        }
+        if value == "*" {
+            return Ok(DryRun::All);
+        }
+        value
+            .split(',')
+            .map(|s| {
+                let s = s.trim();
+                super::subject::valid_scope(s.as_bytes())
+                    .then(|| s.to_string())
+                    .ok_or(Invalid(
+                        "expected empty, * or scopes (1 to 64 characters of [A-Za-z0-9_.:-]) separated by commas",
+                    ))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(DryRun::Scopes)
+    }
+
+    /// Whether `scope` is a shadow one.
+    pub fn covers(&self, scope: &str) -> bool {
+        match self {
+            DryRun::Off => false,
+            DryRun::All => true,
+            DryRun::Scopes(list) => list.iter().any(|s| s == scope),
+        }
+    }
+}
 
 /// The directives of the SQLite backend.
 pub const SQLITE: [Directive; 3] = [
@@ -104,6 +162,9 @@ pub struct Config {
     pub lease_ttl_ms: u64,
     pub ipv6_prefix: u8,
     pub fail_open: bool,
+    pub dry_run: DryRun,
+    /// How long an admission with a request id and without a lease is remembered.
+    pub request_ttl_ms: u64,
     pub sqlite: SqliteConfig,
 }
 
@@ -239,7 +300,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 13);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
@@ -247,6 +308,27 @@ mod tests {
         assert!(names
             .iter()
             .all(|n| n.to_bytes().starts_with(b"ratelimit.")));
+    }
+
+    #[test]
+    fn dry_run_is_off_all_or_a_list_of_valid_scopes() {
+        let mut c = Config::defaults();
+        assert_eq!((c.dry_run.clone(), c.request_ttl_ms), (DryRun::Off, 60_000));
+        assert!(!c.dry_run.covers("default"));
+        c.set("ratelimit.dry_run", "*").unwrap();
+        assert!(c.dry_run.covers("default") && c.dry_run.covers("x"));
+        c.set("ratelimit.dry_run", " api , login:v2").unwrap();
+        assert!(c.dry_run.covers("api") && c.dry_run.covers("login:v2"));
+        assert!(!c.dry_run.covers("default"));
+        for bad in ["api,", ",", "a b", "api,*", "!request", &"x".repeat(65)] {
+            assert!(c.set("ratelimit.dry_run", bad).is_err(), "{bad:?}");
+        }
+        assert!(c.dry_run.covers("api"), "the previous value stays");
+        c.set("ratelimit.dry_run", "").unwrap();
+        assert_eq!(c.dry_run, DryRun::Off);
+        assert!(c.set("ratelimit.request_ttl", "0").is_err());
+        c.set("ratelimit.request_ttl", "2.5").unwrap();
+        assert_eq!(c.request_ttl_ms, 2_500);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The host-wide (or site-wide) counters of `ratelimit_stats()`. Every backend maps a decision's
 //! reason to a counter the same way, through [`Counters::record`].
 
-use super::decision::Reason;
+use super::decision::{Reason, Verdict};
 
 /// Counts since the store was created, summed over all workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -20,6 +20,11 @@ pub struct Counters {
     /// Storage faults met while deciding (disk full, I/O error, read-only, corrupt): each was
     /// an "unavailable" decision.
     pub storage_errors: u64,
+    /// Denials of shadow scopes (`ratelimit.dry_run`), answered `allowed`; each is counted
+    /// under its real reason too.
+    pub dry_run_denied: u64,
+    /// Calls answered from a remembered admission of the same request id, taking nothing.
+    pub retries: u64,
 }
 
 impl Counters {
@@ -33,6 +38,12 @@ impl Counters {
         }
     }
 
+    /// Counts one decision: under its reason, and as a shadow denial when it was one.
+    pub fn record_verdict(&mut self, v: &Verdict) {
+        self.record(v.reason);
+        self.dry_run_denied += u64::from(v.dry_run);
+    }
+
     pub fn add(&mut self, o: &Counters) {
         self.allowed += o.allowed;
         self.denied_rate += o.denied_rate;
@@ -44,6 +55,8 @@ impl Counters {
         self.keys_migrated += o.keys_migrated;
         self.reopened += o.reopened;
         self.storage_errors += o.storage_errors;
+        self.dry_run_denied += o.dry_run_denied;
+        self.retries += o.retries;
     }
 
     pub fn is_zero(&self) -> bool {
@@ -51,7 +64,7 @@ impl Counters {
     }
 
     /// Named pairs, in the order `ratelimit_stats()` lists them.
-    pub fn named(&self) -> [(&'static str, u64); 10] {
+    pub fn named(&self) -> [(&'static str, u64); 12] {
         [
             ("allowed", self.allowed),
             ("denied_rate", self.denied_rate),
@@ -63,6 +76,8 @@ impl Counters {
             ("keys_migrated", self.keys_migrated),
             ("reopened", self.reopened),
             ("storage_errors", self.storage_errors),
+            ("dry_run_denied", self.dry_run_denied),
+            ("retries", self.retries),
         ]
     }
 }
@@ -116,12 +131,14 @@ mod tests {
             keys_migrated: 8,
             reopened: 9,
             storage_errors: 10,
+            dry_run_denied: 11,
+            retries: 12,
         };
         let mut sum = one;
         sum.add(&one);
         assert_eq!(
             sum.named().map(|(_, v)| v),
-            [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]
+            [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24]
         );
         assert!(!sum.is_zero() && Counters::default().is_zero());
     }

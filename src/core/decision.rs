@@ -38,6 +38,11 @@ pub struct Verdict {
     pub reset_after_ms: u64,
     /// Until one more whole token is held (0 when full): the `t` of the `RateLimit` header.
     pub next_token_ms: u64,
+    /// A denial (`rate` or `inflight`) of a shadow scope (`ratelimit.dry_run`), answered
+    /// `allowed` with its real reason kept; it took nothing, like every denial.
+    pub dry_run: bool,
+    /// The answer remembered for a request id (a retry): it took nothing now.
+    pub retried: bool,
 }
 
 /// What a retry of an "unavailable" decision should wait: an estimate, since nothing is known.
@@ -53,7 +58,15 @@ impl Verdict {
             retry_after_ms: if fail_open { 0 } else { UNAVAILABLE_RETRY_MS },
             reset_after_ms: 0,
             next_token_ms: 0,
+            dry_run: false,
+            retried: false,
         }
+    }
+
+    /// Whether this decision took what it asked for (tokens, and a slot if asked): a real
+    /// admission, never a shadow one nor a fail-open one.
+    pub fn took(&self) -> bool {
+        self.reason == Reason::Ok
     }
 }
 
@@ -63,6 +76,33 @@ pub struct Ask {
     pub policy: Policy,
     pub cost: u64,
     pub max_inflight: u64,
+    /// The scope is a shadow one (`ratelimit.dry_run`): a denial is answered `allowed`.
+    pub dry_run: bool,
+    /// The retried request this call is (see [`Request`]), if any.
+    pub request: Option<Request>,
+}
+
+impl Ask {
+    /// A plain call: no shadow mode, no request id.
+    pub fn new(policy: Policy, cost: u64, max_inflight: u64) -> Self {
+        Self {
+            policy,
+            cost,
+            max_inflight,
+            dry_run: false,
+            request: None,
+        }
+    }
+}
+
+/// A call made with a request id (`ratelimit_acquire(..., $request_id)`): its admission is
+/// remembered under `name` (a pseudonym of scope, subject and id) until its lease ends or,
+/// without a lease, for `ttl_ms`; a later call with the same name gets the same answer and
+/// takes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub name: super::subject::Pseudonym,
+    pub ttl_ms: u64,
 }
 
 /// The result: the bucket to store and the verdict.
@@ -99,13 +139,18 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
     if reason == Reason::Ok {
         bucket.tokens -= cost;
     }
+    // A shadow scope answers a would-be denial `allowed`: it took nothing (no token, no slot),
+    // exactly as the real denial would have.
+    let dry_run = ask.dry_run && reason != Reason::Ok;
     let verdict = Verdict {
-        allowed: reason == Reason::Ok,
+        allowed: reason == Reason::Ok || dry_run,
         reason,
         remaining: bucket.whole_tokens(),
         retry_after_ms,
         reset_after_ms: bucket.wait_until_full(p, now),
         next_token_ms: bucket.wait_for_next_token(p, now),
+        dry_run,
+        retried: false,
     };
     Decided {
         bucket,
@@ -116,11 +161,7 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
 
 /// What a call of cost 1 would get now, without taking anything.
 pub fn peek(stored: Option<Bucket>, policy: &Policy, now: i64) -> Verdict {
-    let ask = Ask {
-        policy: *policy,
-        cost: 1,
-        max_inflight: 0,
-    };
+    let ask = Ask::new(*policy, 1, 0);
     let mut v = decide(stored, &ask, Slots::default(), now).verdict;
     if v.allowed {
         // Report the tokens as they are, not as they would be after the take.
@@ -140,11 +181,7 @@ mod tests {
     use super::*;
 
     fn ask(limit: u64, per_ms: u64, cost: u64, max_inflight: u64) -> Ask {
-        Ask {
-            policy: Policy::new(limit, per_ms).unwrap(),
-            cost,
-            max_inflight,
-        }
+        Ask::new(Policy::new(limit, per_ms).unwrap(), cost, max_inflight)
     }
 
     #[test]
@@ -253,6 +290,40 @@ mod tests {
         assert_eq!(Verdict::unavailable(true).reason, Reason::Unavailable);
     }
 
+    #[test]
+    fn a_shadow_denial_is_allowed_keeps_its_reason_and_takes_nothing() {
+        let empty = Bucket {
+            tokens: 0,
+            stamp: 0,
+        };
+        let mut a = ask(1, 1_000, 1, 0);
+        a.dry_run = true;
+        let d = decide(Some(empty), &a, Slots::default(), 0);
+        assert_eq!(
+            (d.verdict.allowed, d.verdict.reason, d.verdict.dry_run),
+            (true, Reason::Rate, true)
+        );
+        assert!(!d.verdict.took());
+        assert_eq!(d.bucket.tokens, 0);
+        assert_eq!(d.verdict.retry_after_ms, 1_000, "the real wait is kept");
+        let slots = Slots {
+            live: 1,
+            earliest_expiry: Some(5_000),
+        };
+        let mut a = ask(5, 1_000, 1, 1);
+        a.dry_run = true;
+        let d = decide(None, &a, slots, 0);
+        assert_eq!(
+            (d.verdict.allowed, d.verdict.reason, d.verdict.dry_run),
+            (true, Reason::Inflight, true)
+        );
+        assert_eq!(d.bucket.tokens, 5_000, "nothing taken");
+        // A shadow admission is an admission like any other.
+        let d = decide(None, &a, Slots::default(), 0);
+        assert!(d.verdict.took() && !d.verdict.dry_run);
+        assert_eq!(d.bucket.tokens, 4_000);
+    }
+
     /// tests/vectors/decisions.tsv (also run through every store by the conformance suite),
     /// replayed on the pure core with the leases kept in a list.
     #[test]
@@ -268,11 +339,7 @@ mod tests {
             assert_eq!(f.len(), 13, "{line:?}");
             let n = |i: usize| f[i].parse::<u64>().unwrap();
             let now = 1_700_000_000_000 + f[5].parse::<i64>().unwrap();
-            let a = Ask {
-                policy: Policy::new(n(1), n(2)).unwrap(),
-                cost: n(6),
-                max_inflight: n(3),
-            };
+            let a = Ask::new(Policy::new(n(1), n(2)).unwrap(), n(6), n(3));
             let (stored, leases) = state.entry(f[0]).or_default();
             leases.retain(|&e| super::super::lease::is_live(e, now));
             let slots = if a.max_inflight > 0 {

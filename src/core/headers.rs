@@ -39,6 +39,8 @@ mod tests {
             retry_after_ms: retry,
             reset_after_ms: 0,
             next_token_ms: next,
+            dry_run: false,
+            retried: false,
         }
     }
 
@@ -65,6 +67,15 @@ mod tests {
     fn denials_add_retry_after_of_at_least_one_second() {
         let f = fields("default", 5, 60_000, &verdict(false, 0, 10, 10));
         assert_eq!(f[2], ("Retry-After", "1".to_string()));
+    }
+
+    #[test]
+    fn a_shadow_denial_sends_no_retry_after() {
+        let mut v = verdict(true, 0, 2_000, 12_000);
+        v.dry_run = true;
+        let f = fields("default", 5, 60_000, &v);
+        assert_eq!(f.len(), 2);
+        assert!(f.iter().all(|(n, _)| *n != "Retry-After"));
     }
 
     #[test]

@@ -64,6 +64,12 @@ fn mask_v6(addr: Ipv6Addr, prefix: u8) -> Ipv6Addr {
     Ipv6Addr::from(u128::from(addr) & mask)
 }
 
+/// What a request's pseudonym is made under: not a valid scope (`!`), so never a bucket's.
+pub const REQUEST_PREFIX: &[u8] = b"!request";
+
+/// Longest request id accepted, in bytes.
+pub const MAX_REQUEST_ID_LEN: usize = 255;
+
 /// HMAC-SHA256 keyed once: each pseudonym then starts from a copy of the keyed state instead
 /// of hashing the key again (two of the five SHA-256 blocks a pseudonym costs).
 #[derive(Clone)]
@@ -84,6 +90,19 @@ impl Pseudonymizer {
         let mut out = [0u8; 16];
         out.copy_from_slice(&full[..16]);
         out
+    }
+
+    /// The stored name of request `id` of `subject` in `scope` (a remembered admission, see
+    /// [`super::decision::Request`]): a pseudonym under the prefix `!request`, which no valid
+    /// scope can be, over `scope || 0x00 || len(subject) as u32 BE || subject || id` (the length
+    /// keeps a binary subject from running into the id). The subject must already be
+    /// normalised.
+    pub fn request(&self, scope: &[u8], subject: &[u8], id: &[u8]) -> Pseudonym {
+        let len = u32::try_from(subject.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes();
+        let message = [scope, &[0], &len, subject, id].concat();
+        self.pseudonym(REQUEST_PREFIX, &message)
     }
 
     /// The bucket and group of `subject` in `scope`. The group is the pseudonym under the empty
@@ -118,6 +137,27 @@ pub fn pseudonym(key: &[u8], scope: &[u8], subject: &[u8]) -> Pseudonym {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_name_is_neither_a_bucket_nor_ambiguous() {
+        let p = Pseudonymizer::new(&[9; 32]);
+        let r = p.request(b"api", b"alice", b"id-1");
+        assert_ne!(r, p.pseudonym(b"api", b"alice"));
+        assert_ne!(r, p.request(b"api", b"alice", b"id-2"));
+        assert_ne!(r, p.request(b"web", b"alice", b"id-1"));
+        assert_ne!(r, p.request(b"api", b"bob", b"id-1"));
+        // The subject's length keeps ("alic", "eid-1") apart from ("alice", "id-1").
+        assert_ne!(r, p.request(b"api", b"alic", b"eid-1"));
+        assert_eq!(
+            r,
+            Pseudonymizer::new(&[9; 32]).request(b"api", b"alice", b"id-1")
+        );
+        assert_ne!(
+            r,
+            Pseudonymizer::new(&[8; 32]).request(b"api", b"alice", b"id-1")
+        );
+        assert!(!valid_scope(REQUEST_PREFIX));
+    }
 
     fn norm(s: &str, prefix: u8) -> String {
         String::from_utf8(normalise(s.as_bytes(), prefix).into_owned()).unwrap()

@@ -106,25 +106,31 @@ pub struct Call {
 
 impl Call {
     /// Reads the arguments; a wrong count has already thrown PHP's `ArgumentCountError`.
+    /// Reads the call frame directly (what ext-php-rs's `ArgParser` does, without building an
+    /// `Arg`, and allocating its name, for each declared parameter on every call).
     pub fn new(
         ex: &mut ExecuteData,
         func: &'static str,
         params: &'static [Param],
     ) -> Result<Self, Error> {
-        let mut args: Vec<Arg<'_>> = params.iter().map(|p| Arg::new(p.name, p.ty)).collect();
+        // SAFETY: every member of the `u2` union is a u32; for a call frame it is the count.
+        let passed = unsafe { ex.This.u2.num_args } as usize;
         let required = params.iter().filter(|p| p.default.is_none()).count();
-        let mut parser = ex.parser();
-        for a in args.iter_mut() {
-            parser = parser.arg(a);
+        if passed < required || passed > params.len() {
+            // SAFETY: called from within this internal function's frame, as PHP's own
+            // ZEND_PARSE_PARAMETERS does; it reads the count from the current frame and throws.
+            unsafe {
+                ext_php_rs::ffi::zend_wrong_parameters_count_error(
+                    required as u32,
+                    params.len() as u32,
+                )
+            };
+            return Err(Error::AlreadyThrown);
         }
-        parser
-            .required_args(required)
-            .parse()
-            .map_err(|_| Error::AlreadyThrown)?;
         // The zvals live in the call frame, which outlives this call of the handler.
-        let zvals = args
-            .iter_mut()
-            .map(|a| a.zval().map(|z| &mut **z as *mut Zval))
+        let zvals = (0..passed)
+            // SAFETY: i < num_args, so the slot is one of this frame's arguments.
+            .map(|i| unsafe { ex.zend_call_arg(i) }.map(|z| z as *mut Zval))
             .collect();
         Ok(Self {
             func,
@@ -200,7 +206,7 @@ impl Call {
                         i,
                         expected(
                             ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_STRING,
-                            false,
+                            self.params[i].nullable,
                         ),
                     ));
                 }
@@ -212,6 +218,14 @@ impl Call {
                 .map(|s| s.as_bytes().to_vec())
                 .unwrap_or_default())
         }
+    }
+
+    /// A `?string` parameter: `None` for null or omitted.
+    pub fn nullable_string(&self, i: usize) -> Result<Option<Vec<u8>>, Error> {
+        if self.zval(i).is_none() || self.is_null(i) {
+            return Ok(None);
+        }
+        self.string(i).map(Some)
     }
 
     /// An int parameter (`?int` when declared nullable; `None` for null or omitted).

@@ -72,7 +72,7 @@ impl Decision {
         self.verdict.remaining as i64
     }
 
-    /// Seconds until a retry can succeed; 0 when allowed.
+    /// Seconds until a retry can succeed; 0 when admitted (a shadow denial keeps the real wait).
     #[php(getter)]
     pub fn get_retry_after(&self) -> f64 {
         seconds(self.verdict.retry_after_ms)
@@ -89,6 +89,13 @@ impl Decision {
     #[php(getter)]
     pub fn get_lease(&self) -> Option<String> {
         self.lease.map(|l| l.to_string())
+    }
+
+    /// True for a denial of a shadow scope (`ratelimit.dry_run`), answered `allowed` with its
+    /// real reason.
+    #[php(getter)]
+    pub fn get_dry_run(&self) -> bool {
+        self.verdict.dry_run
     }
 
     /// The scope the bucket belongs to.

@@ -11,7 +11,7 @@ mod worker;
 use crate::core::bucket::{Policy, MAX_LIMIT};
 use crate::core::decision::Ask;
 use crate::core::lease::LeaseToken;
-use crate::core::subject::{self, MAX_SUBJECT_LEN};
+use crate::core::subject::{self, MAX_REQUEST_ID_LEN, MAX_SUBJECT_LEN};
 use args::{declare, param, Call, Param};
 use decision::Decision;
 use error::Error;
@@ -26,13 +26,14 @@ use std::sync::atomic::Ordering;
 
 const DECISION: &str = "RateLimit\\Decision";
 
-static ACQUIRE: [Param; 6] = [
+static ACQUIRE: [Param; 7] = [
     param("subject", DataType::String, false, None),
     param("limit", DataType::Long, true, Some("null")),
     param("per", DataType::Double, true, Some("null")),
     param("inflight", DataType::Long, true, Some("null")),
     param("scope", DataType::String, false, Some("\"default\"")),
     param("cost", DataType::Long, false, Some("1")),
+    param("request_id", DataType::String, true, Some("null")),
 ];
 static RELEASE: [Param; 1] = [param("lease", DataType::object(DECISION), false, None)];
 static PEEK: [Param; 4] = [
@@ -131,13 +132,20 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
             }
             c => c as u64,
         };
-        let ask = Ask {
-            policy,
-            cost,
-            max_inflight,
+        let request_id = match call.nullable_string(6)? {
+            Some(id) if id.is_empty() => return Err(call.value_error(6, "must not be empty")),
+            Some(id) if id.len() > MAX_REQUEST_ID_LEN => {
+                return Err(call.value_error(
+                    6,
+                    &format!("must be at most {MAX_REQUEST_ID_LEN} bytes long"),
+                ))
+            }
+            other => other,
         };
+        let ask = Ask::new(policy, cost, max_inflight);
         let acquired = worker::with(&config, |l| {
-            l.acquire(&subject, &scope, &ask).map_err(Error::Store)
+            l.acquire_request(&subject, &scope, &ask, request_id.as_deref())
+                .map_err(Error::Store)
         })?;
         to_zval(Decision::new(
             acquired.verdict,

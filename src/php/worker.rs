@@ -95,6 +95,8 @@ pub fn with<T>(
                 fail_open: config.fail_open,
                 lease_ttl_ms: config.lease_ttl_ms,
                 ipv6_prefix: config.ipv6_prefix,
+                dry_run: config.dry_run.clone(),
+                request_ttl_ms: config.request_ttl_ms,
             };
             *slot = Some(Worker {
                 process: process(),

@@ -147,6 +147,14 @@ impl std::error::Error for StoreError {
 /// adds them to the shared counters in the same atomic step, and a failed one writes nothing.
 pub trait Store {
     /// Expire leases, refill, check, take (tokens and, if asked, a slot).
+    ///
+    /// With `ask.dry_run` the core's `decide` answers a denial `allowed` (`dry_run` set): the
+    /// store counts it as `dry_run_denied` in the same step and gives it no lease. With
+    /// `ask.request`, first in the same step: an admission remembered under that name for this
+    /// bucket, whose lease is still live (or, without a lease, younger than its `ttl_ms`), is
+    /// answered again (`retried` set, the same lease) taking nothing, counted as `retries`;
+    /// otherwise the call is decided as usual and a real admission (`Verdict::took`) is
+    /// remembered until its lease's expiry or `ttl_ms`, within the store's bound on entries.
     fn acquire(
         &mut self,
         key: &BucketKey,

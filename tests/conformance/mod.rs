@@ -9,7 +9,7 @@
 
 use ratelimit::core::bucket::Policy;
 use ratelimit::core::counters::Counters;
-use ratelimit::core::decision::{Ask, Reason};
+use ratelimit::core::decision::{Ask, Reason, Request};
 use ratelimit::core::lease::{LeaseId, LeaseToken};
 use ratelimit::core::subject::BucketKey;
 use ratelimit::storage::{Clock, Store};
@@ -50,11 +50,7 @@ pub fn key(n: u8) -> BucketKey {
 }
 
 pub fn ask(limit: u64, per_ms: u64, inflight: u64) -> Ask {
-    Ask {
-        policy: Policy::new(limit, per_ms).unwrap(),
-        cost: 1,
-        max_inflight: inflight,
-    }
+    Ask::new(Policy::new(limit, per_ms).unwrap(), 1, inflight)
 }
 
 pub const NONE: Counters = Counters {
@@ -68,6 +64,8 @@ pub const NONE: Counters = Counters {
     keys_migrated: 0,
     reopened: 0,
     storage_errors: 0,
+    dry_run_denied: 0,
+    retries: 0,
 };
 
 fn allowed<S: Store>(s: &mut S, k: &BucketKey, a: &Ask) -> bool {
@@ -101,6 +99,13 @@ macro_rules! conformance_suite {
             unwritten_counts_are_added_by_the_next_step,
             scopes_of_one_subject_are_separate_buckets,
             the_decision_vectors_hold,
+            a_shadow_scope_admits_would_be_denials_taking_nothing,
+            a_retry_takes_nothing_and_gets_the_same_answer,
+            a_retry_from_another_connection_takes_nothing,
+            a_retry_ends_with_its_lease,
+            a_retry_without_lease_ends_after_request_ttl,
+            a_denied_call_is_not_remembered,
+            a_different_request_id_is_charged,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -312,11 +317,7 @@ pub fn the_decision_vectors_hold<B: Backend>(b: &B) {
         let n = cases.len() as u8 + 1;
         let k = *cases.entry(v.case.clone()).or_insert_with(|| key(n));
         clock.set(T0 + v.t);
-        let a = Ask {
-            policy: Policy::new(v.limit, v.per_ms).unwrap(),
-            cost: v.cost,
-            max_inflight: v.inflight,
-        };
+        let a = Ask::new(Policy::new(v.limit, v.per_ms).unwrap(), v.cost, v.inflight);
         let got = s.acquire(&k, &a, v.ttl_ms, &NONE).unwrap().verdict;
         let got = (
             got.allowed,
@@ -370,4 +371,222 @@ pub mod vectors {
             })
             .collect()
     }
+}
+
+pub fn with_request(a: Ask, name: u8, ttl_ms: u64) -> Ask {
+    Ask {
+        request: Some(Request {
+            name: [name; 16],
+            ttl_ms,
+        }),
+        ..a
+    }
+}
+
+fn shadow(a: Ask) -> Ask {
+    Ask { dry_run: true, ..a }
+}
+
+/// A shadow scope: every decision charged as for real, denials answered allowed with their
+/// reason, never a lease for one, counted as dry_run_denied (also when decided from what was
+/// read without the write lock).
+pub fn a_shadow_scope_admits_would_be_denials_taking_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = shadow(ask(2, 60_000, 0));
+    let mut reasons = Vec::new();
+    for _ in 0..5 {
+        let got = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+        assert!(got.verdict.allowed);
+        reasons.push((got.verdict.reason, got.verdict.dry_run));
+    }
+    assert_eq!(
+        reasons,
+        [
+            (Reason::Ok, false),
+            (Reason::Ok, false),
+            (Reason::Rate, true),
+            (Reason::Rate, true),
+            (Reason::Rate, true)
+        ]
+    );
+    // Charged as for real: the same bucket, in real mode, is empty.
+    assert!(!allowed(&mut s, &key(1), &ask(2, 60_000, 0)));
+    // Slots: the shadow admission keeps its lease, the would-be denial gets none.
+    let a = shadow(ask(5, 60_000, 1));
+    let first = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    assert!(first.verdict.took() && first.lease.is_some());
+    let second = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    assert_eq!(
+        (second.verdict.allowed, second.verdict.reason, second.lease),
+        (true, Reason::Inflight, None)
+    );
+    assert_eq!(
+        s.peek(&key(2), &a.policy).unwrap().remaining,
+        4,
+        "one token taken"
+    );
+    s.flush(&NONE).unwrap();
+    let c = s.stats().unwrap().counters;
+    assert_eq!(
+        (
+            c.dry_run_denied,
+            c.denied_rate,
+            c.denied_inflight,
+            c.allowed
+        ),
+        (4, 4, 1, 3)
+    );
+    assert_eq!(s.stats().unwrap().live_leases, 1);
+}
+
+/// The same request id again: the same answer (allowed, the same lease), nothing taken,
+/// counted as a retry, not as an admission.
+pub fn a_retry_takes_nothing_and_gets_the_same_answer<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = with_request(ask(3, 60_000, 1), 9, 60_000);
+    let first = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    assert!(first.verdict.took() && first.lease.is_some() && !first.verdict.retried);
+    let mut same = first;
+    same.verdict.retried = true;
+    for _ in 0..3 {
+        let again = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+        assert_eq!(again, same);
+    }
+    assert_eq!(s.peek(&key(1), &a.policy).unwrap().remaining, 2);
+    let st = s.stats().unwrap();
+    assert_eq!(
+        (st.counters.allowed, st.counters.retries, st.live_leases),
+        (1, 3, 1)
+    );
+}
+
+pub fn a_retry_from_another_connection_takes_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut one = b.open(clock.clock());
+    let mut two = b.open(clock.clock());
+    let a = with_request(ask(1, 60_000, 0), 9, 60_000);
+    let first = one.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    assert!(first.verdict.took());
+    clock.set(T0 + 500);
+    let again = two.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    let mut same = first;
+    same.verdict.retried = true;
+    assert_eq!(again, same, "the same answer, the bucket is empty");
+    // Without the id (or another one), the empty bucket denies.
+    assert!(!allowed(&mut two, &key(1), &ask(1, 60_000, 0)));
+}
+
+/// With a lease, the answer lives as long as the lease: released (also at a request end
+/// after a fatal error) or expired, the retry is decided afresh and charged.
+pub fn a_retry_ends_with_its_lease<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = with_request(ask(5, 60_000, 1), 9, 600_000);
+    let first = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    let lease = first.lease.unwrap();
+    assert_eq!(s.release(&[lease], &NONE).unwrap(), 1);
+    let again = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    assert!(again.verdict.took());
+    assert_ne!(again.lease, Some(lease), "a new lease: decided afresh");
+    assert_eq!(again.verdict.remaining, 3);
+    // Expired (its holder was killed): afresh too, although request_ttl is longer.
+    clock.set(T0 + 10_000);
+    let third = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    assert!(third.verdict.took());
+    assert_ne!(third.lease, again.lease);
+    assert_eq!(s.stats().unwrap().counters.retries, 0);
+}
+
+pub fn a_retry_without_lease_ends_after_request_ttl<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = with_request(ask(5, 86_400_000, 0), 9, 2_000);
+    s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    clock.set(T0 + 1_999);
+    assert_eq!(
+        s.acquire(&key(1), &a, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .remaining,
+        4
+    );
+    clock.set(T0 + 2_000);
+    assert_eq!(
+        s.acquire(&key(1), &a, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .remaining,
+        3
+    );
+    assert_eq!(s.stats().unwrap().counters.retries, 1);
+}
+
+/// A denial is not remembered: its retry is decided afresh, and admitted once tokens are back.
+pub fn a_denied_call_is_not_remembered<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    assert!(allowed(&mut s, &key(1), &ask(1, 1_000, 0)));
+    let a = with_request(ask(1, 1_000, 0), 9, 60_000);
+    let denied = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    assert_eq!(denied.verdict.reason, Reason::Rate);
+    clock.set(T0 + 1_000);
+    let again = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    assert!(again.verdict.took());
+    // A shadow admission of a would-be denial is not remembered either.
+    let a = shadow(with_request(ask(1, 60_000, 0), 8, 60_000));
+    assert!(allowed(&mut s, &key(2), &ask(1, 60_000, 0)));
+    let first = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    assert!(first.verdict.dry_run);
+    assert!(
+        s.acquire(&key(2), &a, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .dry_run
+    );
+    s.flush(&NONE).unwrap();
+    let c = s.stats().unwrap().counters;
+    assert_eq!((c.retries, c.dry_run_denied), (0, 2));
+}
+
+pub fn a_different_request_id_is_charged<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let one = with_request(ask(2, 60_000, 0), 1, 60_000);
+    let two = with_request(ask(2, 60_000, 0), 2, 60_000);
+    assert_eq!(
+        s.acquire(&key(1), &one, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .remaining,
+        1
+    );
+    assert_eq!(
+        s.acquire(&key(1), &two, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .remaining,
+        0
+    );
+    assert_eq!(
+        s.acquire(
+            &key(1),
+            &with_request(ask(2, 60_000, 0), 3, 60_000),
+            60_000,
+            &NONE
+        )
+        .unwrap()
+        .verdict
+        .reason,
+        Reason::Rate
+    );
+    // The same name in another bucket is another request.
+    assert_eq!(
+        s.acquire(&key(2), &one, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .remaining,
+        1
+    );
 }

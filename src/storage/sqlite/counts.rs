@@ -13,6 +13,8 @@ pub struct Delta {
     pub counters: Counters,
     /// Rows added to (or, negative, removed from) `buckets`.
     pub entries: i64,
+    /// Rows added to (or, negative, removed from) `requests`.
+    pub requests: i64,
     /// A time at which a bucket written by this transaction may become drained, when that
     /// may be earlier than the stored drain floor (see evict.rs).
     pub drainable_at: Option<i64>,
@@ -38,7 +40,7 @@ pub fn bucket_columns(reason: Reason) -> (i64, i64, i64) {
 /// Adds `delta` to the stats row; most decisions have nothing to add and write nothing here.
 pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
     let c = &delta.counters;
-    if c.is_zero() && delta.entries == 0 {
+    if c.is_zero() && delta.entries == 0 && delta.requests == 0 {
         if let Some(t) = delta.drainable_at {
             // Writes the page only when this lowers the floor (a release, mostly).
             tx.prepare_cached(
@@ -54,6 +56,7 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
          leases_expired = leases_expired + ?5, evicted = evicted + ?6,
          clock_regressions = clock_regressions + ?7, keys_migrated = keys_migrated + ?8,
          reopened = reopened + ?9, storage_errors = storage_errors + ?10,
+         dry_run_denied = dry_run_denied + ?13, retries = retries + ?14, requests = requests + ?15,
          entries = entries + ?11, drain_floor = min(drain_floor, ?12) WHERE id = 0",
     )?
     .execute(params![
@@ -68,7 +71,10 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
         c.reopened as i64,
         c.storage_errors as i64,
         delta.entries,
-        delta.drainable_at.unwrap_or(i64::MAX)
+        delta.drainable_at.unwrap_or(i64::MAX),
+        c.dry_run_denied as i64,
+        c.retries as i64,
+        delta.requests
     ])?;
     Ok(())
 }
@@ -102,7 +108,7 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
     let mut s = tx.query_row(
         "SELECT s.allowed + b.allowed, s.denied_rate + b.denied_rate,
          s.denied_inflight + b.denied_inflight, s.unavailable, s.leases_expired, s.evicted,
-         s.clock_regressions, s.keys_migrated, s.reopened, s.storage_errors, s.entries FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
+         s.clock_regressions, s.keys_migrated, s.reopened, s.storage_errors, s.entries, s.dry_run_denied, s.retries FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
          coalesce(sum(denied_rate), 0) AS denied_rate, coalesce(sum(denied_inflight), 0) AS denied_inflight
          FROM buckets) b WHERE s.id = 0",
         [],
@@ -120,6 +126,8 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
                     keys_migrated: n(7)?,
                     reopened: n(8)?,
                     storage_errors: n(9)?,
+                    dry_run_denied: n(11)?,
+                    retries: n(12)?,
                 },
                 entries: n(10)?,
                 live_leases: 0,

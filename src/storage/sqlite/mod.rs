@@ -15,7 +15,7 @@ mod tx;
 
 use super::{Acquired, Clock, Counters, ErrorKind, Stats, Store, StoreError};
 use crate::core::bucket::{Bucket, Policy};
-use crate::core::decision::{self, Ask, Verdict};
+use crate::core::decision::{self, Ask, Request, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
 use crate::core::subject::{BucketKey, Pseudonym};
@@ -381,11 +381,11 @@ impl SqliteStore {
             return Ok(None);
         };
         let d = decision::decide(Some(stored.bucket), ask, slots, now);
-        if d.verdict.allowed {
+        if d.verdict.took() {
             return Ok(None);
         }
         self.note_admitting(key, false);
-        self.noted.record(d.verdict.reason);
+        self.noted.record_verdict(&d.verdict);
         self.noted.clock_regressions += u64::from(d.clock_regressed);
         let used_at = evict::used_at(now);
         if used_at > stored.used_at {
@@ -461,6 +461,130 @@ fn live_slots_at(tx: &Connection, key: &BucketKey, now: i64) -> rusqlite::Result
     })
 }
 
+/// The answer remembered for `request` in `key`'s bucket, while it lives: without a lease
+/// until its expiry, with one while that lease is live (released, expired or reset: the answer
+/// is forgotten, and the call decided afresh). Counted as a retry; takes nothing. Expired
+/// answers are purged first (an index range on `expires`). Out of line: a call without a
+/// request id (the common one) keeps its code as it was.
+#[cold]
+#[inline(never)]
+fn remembered(
+    tx: &Connection,
+    key: &BucketKey,
+    request: &Request,
+    now: i64,
+    delta: &mut Delta,
+) -> rusqlite::Result<Option<Acquired>> {
+    let purged = tx
+        .prepare_cached("DELETE FROM requests WHERE expires <= ?1")?
+        .execute([now])?;
+    delta.requests -= purged as i64;
+    let found = tx
+        .prepare_cached(
+            "SELECT r.lease, r.remaining, r.reset_after, r.next_token, r.lease IS NULL OR EXISTS
+             (SELECT 1 FROM leases l WHERE l.id = r.lease AND l.key = r.bucket AND l.expires > ?3)
+             FROM requests r WHERE r.key = ?1 AND r.bucket = ?2",
+        )?
+        .query_row(params![request.name, key.bucket, now], |r| {
+            Ok((
+                r.get::<_, Option<[u8; 16]>>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, bool>(4)?,
+            ))
+        })
+        .optional()?;
+    let Some((lease, remaining, reset_after, next_token, live)) = found else {
+        return Ok(None);
+    };
+    if !live {
+        let gone = tx
+            .prepare_cached("DELETE FROM requests WHERE key = ?1")?
+            .execute([request.name])?;
+        delta.requests -= gone as i64;
+        return Ok(None);
+    }
+    delta.counters.retries += 1;
+    let n = |v: i64| v.max(0) as u64;
+    Ok(Some(Acquired {
+        verdict: Verdict {
+            allowed: true,
+            reason: decision::Reason::Ok,
+            remaining: n(remaining),
+            retry_after_ms: 0,
+            reset_after_ms: n(reset_after),
+            next_token_ms: n(next_token),
+            dry_run: false,
+            retried: true,
+        },
+        lease: lease.map(|id| LeaseToken {
+            id: LeaseId(id),
+            key: BucketKey {
+                previous: None,
+                ..*key
+            },
+        }),
+    }))
+}
+
+/// Remembers an admission for its request id, within `max_entries` remembered answers (the
+/// ones nearest their end go first).
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn remember(
+    tx: &Connection,
+    key: &BucketKey,
+    request: &Request,
+    v: &Verdict,
+    lease: Option<&LeaseToken>,
+    (now, lease_ttl_ms): (i64, u64),
+    max_entries: u64,
+    delta: &mut Delta,
+) -> rusqlite::Result<()> {
+    let stored: i64 = tx
+        .prepare_cached("SELECT requests FROM stats WHERE id = 0")?
+        .query_row([], |r| r.get(0))?;
+    let over = stored + delta.requests + 1 - max_entries.min(i64::MAX as u64) as i64;
+    if over > 0 {
+        let dropped = tx
+            .prepare_cached(
+                "DELETE FROM requests WHERE key IN (SELECT key FROM requests ORDER BY expires LIMIT ?1)",
+            )?
+            .execute([over])?;
+        delta.requests -= dropped as i64;
+    }
+    // With a lease, the lease's own expiry: the answer cannot outlive it.
+    let expires = lease::expiry(
+        now,
+        if lease.is_some() {
+            lease_ttl_ms
+        } else {
+            request.ttl_ms
+        },
+    );
+    let big = |x: u64| x.min(i64::MAX as u64) as i64;
+    let replaced = tx
+        .prepare_cached("DELETE FROM requests WHERE key = ?1")?
+        .execute([request.name])?;
+    delta.requests += 1 - replaced as i64;
+    tx.prepare_cached(
+        "INSERT INTO requests (key, bucket, lease, expires, remaining, reset_after, next_token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        request.name,
+        key.bucket,
+        lease.map(|l| l.id.0),
+        expires,
+        big(v.remaining),
+        big(v.reset_after_ms),
+        big(v.next_token_ms)
+    ])?;
+    Ok(())
+}
+
 /// Closes a connection without letting SQLite delete `-wal`/`-shm` by name, as the last
 /// connection of a file does: the file is no longer at its path, and those names may already
 /// belong to a new database.
@@ -529,7 +653,9 @@ impl Store for SqliteStore {
         };
         // A bucket this process last saw admitting will likely admit again: straight to the
         // write lock, without a snapshot first (which would cost an admission a read more).
-        if !self.admitting.contains(&key.bucket) {
+        // A call with a request id may be a retry of an admission, which a snapshot would not
+        // see: it is always decided under the write lock.
+        if ask.request.is_none() && !self.admitting.contains(&key.bucket) {
             if let Some(denied) = self.deny_from_snapshot(key, ask)? {
                 // Written later (see `noted`): the caller's counts are in our hands now.
                 self.noted.add(unwritten);
@@ -539,6 +665,11 @@ impl Store for SqliteStore {
         }
         let max_entries = self.max_entries;
         let decided = self.write(unwritten, |tx, delta, now| {
+            if let Some(request) = &ask.request {
+                if let Some(again) = remembered(tx, key, request, now, delta)? {
+                    return Ok(again);
+                }
+            }
             let stored = match read_bucket(tx, key)? {
                 None => migrate(tx, key, delta)?,
                 found => found,
@@ -597,7 +728,7 @@ impl Store for SqliteStore {
                     .execute(params![key.bucket, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight])?,
             };
             let lease = match lease_id {
-                Some(id) if d.verdict.allowed => {
+                Some(id) if d.verdict.took() => {
                     tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
                         .execute(params![id.0, key.bucket, lease::expiry(now, lease_ttl_ms)])?;
                     let key = BucketKey {
@@ -608,13 +739,19 @@ impl Store for SqliteStore {
                 }
                 _ => None,
             };
+            delta.counters.dry_run_denied += u64::from(d.verdict.dry_run);
+            if let Some(request) = &ask.request {
+                if d.verdict.took() {
+                    remember(tx, key, request, &d.verdict, lease.as_ref(), (now, lease_ttl_ms), max_entries, delta)?;
+                }
+            }
             Ok(Acquired {
                 verdict: d.verdict,
                 lease,
             })
         });
         if let Ok(a) = &decided {
-            self.note_admitting(key, a.verdict.allowed);
+            self.note_admitting(key, a.verdict.took());
         }
         decided
     }
@@ -743,11 +880,7 @@ mod tests {
     }
 
     fn ask() -> Ask {
-        Ask {
-            policy: Policy::new(5, 60_000).unwrap(),
-            cost: 1,
-            max_inflight: 0,
-        }
+        Ask::new(Policy::new(5, 60_000).unwrap(), 1, 0)
     }
 
     fn open(path: &Path, busy_timeout_ms: u64) -> SqliteStore {

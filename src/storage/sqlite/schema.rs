@@ -37,12 +37,27 @@ CREATE TABLE IF NOT EXISTS stats (
     keys_migrated INTEGER NOT NULL DEFAULT 0,
     reopened INTEGER NOT NULL DEFAULT 0,
     storage_errors INTEGER NOT NULL DEFAULT 0,
+    dry_run_denied INTEGER NOT NULL DEFAULT 0,
+    retries INTEGER NOT NULL DEFAULT 0,
+    requests INTEGER NOT NULL DEFAULT 0, -- rows in requests, kept in step like entries
     entries INTEGER NOT NULL DEFAULT 0,  -- rows in buckets, kept in step so no COUNT(*) is needed
     -- No bucket can be drained (full again, no live lease) before this time; 0: unknown.
     -- Found by a scan when the table is full, lowered by writes that could undercut it (evict.rs).
     drain_floor INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO stats (id) VALUES (0);
+-- Admissions remembered for their request id (ratelimit_acquire's $request_id): a retry
+-- with the same id gets the same answer and takes nothing (see mod.rs, `acquire`).
+CREATE TABLE IF NOT EXISTS requests (
+    key     BLOB PRIMARY KEY,   -- 16-byte pseudonym of (scope, subject, request id)
+    bucket  BLOB NOT NULL,      -- the bucket it was charged to
+    lease   BLOB,               -- the lease it took, if any: the answer ends with it
+    expires INTEGER NOT NULL,   -- ms: the lease's expiry, or request_ttl after the admission
+    remaining INTEGER NOT NULL, -- the answer given
+    reset_after INTEGER NOT NULL,
+    next_token INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS requests_expires ON requests(expires);
 -- Which key the pseudonyms are made with: its keyed fingerprint (never the key) and the key
 -- file that recorded it (see core/keyswitch.rs).
 CREATE TABLE IF NOT EXISTS keyring (
@@ -54,10 +69,11 @@ CREATE TABLE IF NOT EXISTS keyring (
 
 /// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only
 /// short-lived limits, which start afresh.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const DROP_OLD_SCHEMA: &str =
-    "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;";
+    "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;
+     DROP TABLE IF EXISTS requests;";
 
 /// Sets the file up for this connection: small pages, WAL, `synchronous=NORMAL`, and the
 /// tables when the file has none or older ones.
