@@ -1,6 +1,5 @@
 <?php
-// A Prometheus scrape endpoint: the README's example, verbatim. Serve it only to the scraper
-// (e.g. nginx: location = /metrics.php { allow 10.0.0.5; deny all; ... }).
+// A Prometheus scrape endpoint (README, "Operating it"): serve it to the scraper only.
 try {
     $text = ratelimit_metrics();
 } catch (RateLimit\Exception $e) {
