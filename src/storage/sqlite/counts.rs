@@ -46,17 +46,21 @@ pub fn write_touch(
     t: &Touch,
     delta: &mut Delta,
 ) -> rusqlite::Result<()> {
-    let updated = tx
-        .prepare_cached(
+    // `used_at` is set only when it moves (its index then needs no rewrite).
+    let (rate, inflight) = (t.denied_rate as i64, t.denied_inflight as i64);
+    let updated = if t.used_at > 0 {
+        tx.prepare_cached(
             "UPDATE buckets SET used_at = max(used_at, ?2), denied_rate = denied_rate + ?3,
              denied_inflight = denied_inflight + ?4 WHERE key = ?1",
         )?
-        .execute(params![
-            bucket,
-            t.used_at,
-            t.denied_rate as i64,
-            t.denied_inflight as i64
-        ])?;
+        .execute(params![bucket, t.used_at, rate, inflight])?
+    } else {
+        tx.prepare_cached(
+            "UPDATE buckets SET denied_rate = denied_rate + ?2,
+             denied_inflight = denied_inflight + ?3 WHERE key = ?1",
+        )?
+        .execute(params![bucket, rate, inflight])?
+    };
     if updated == 0 {
         delta.counters.add(&t.counters());
     }
