@@ -16,7 +16,7 @@ use crate::core::lease::LeaseToken;
 use crate::core::subject::{normalise, BucketKey};
 use crate::keyring::KeyRing;
 use crate::opslog::{Event, OpsLog};
-use crate::storage::{Acquired, Store, StoreError};
+use crate::storage::{Acquired, BucketView, Store, StoreError};
 use std::sync::Arc;
 
 /// The settings the limiter applies to every call.
@@ -216,6 +216,11 @@ impl Limiter {
         Ok(s)
     }
 
+    /// The pressure view: the `n` buckets with the most denials (see [`Store::top`]).
+    pub fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
+        self.store.top(n)
+    }
+
     /// The request is over: releases what it still holds. A failure is left to the leases'
     /// expiry, since there is nobody left to tell.
     pub fn end_request(&mut self) {
@@ -325,6 +330,9 @@ mod tests {
             _: Option<&crate::core::keyswitch::Fingerprint>,
         ) -> Result<bool, StoreError> {
             Ok(true)
+        }
+        fn top(&mut self, _: usize) -> Result<Vec<BucketView>, StoreError> {
+            Ok(Vec::new())
         }
         fn stats(&mut self) -> Result<Stats, StoreError> {
             Ok(Stats {

@@ -235,4 +235,43 @@ namespace {
      * @throws \RateLimit\Exception database not creatable or not ours
      */
     function ratelimit_stats(): array {}
+
+    /**
+     * The counters and gauges of ratelimit_stats() in the Prometheus text exposition format
+     * 0.0.4, for a scrape endpoint (send it as `Content-Type: text/plain; version=0.0.4`):
+     *
+     * - ratelimit_info{backend, version} (gauge, always 1)
+     * - ratelimit_decisions_total{result="allowed|rate|inflight|unavailable"}
+     * - ratelimit_leases_expired_total, ratelimit_evicted_total, ratelimit_clock_regressions_total,
+     *   ratelimit_keys_migrated_total, ratelimit_reopened_total, ratelimit_storage_errors_total
+     * - ratelimit_entries, ratelimit_live_leases (gauges)
+     *
+     * No label ever names a subject or a pseudonym.
+     *
+     * @throws \RateLimit\Exception database not creatable or not ours
+     */
+    function ratelimit_metrics(): string {}
+
+    /**
+     * The pressure view: at most $n buckets with at least one denial, most denials first (then
+     * the most recently used), each named only by its pseudonym, never by its subject. A read:
+     * it never blocks a decision. Each entry:
+     *
+     * - pseudonym: the bucket's 16-byte pseudonym in hex (32 characters)
+     * - tokens: tokens held at `stamp` (before the refill since; the policy is the caller's)
+     * - stamp: Unix time (seconds, as microtime(true)) up to which earnings are credited
+     * - full_at: Unix time from which the bucket is full again
+     * - used_at: Unix time of its last decision (to a tenth of a second)
+     * - denied, denied_rate, denied_inflight, allowed: its decisions since the bucket was stored
+     * - live_leases: its leases live now
+     *
+     * @param int $n how many buckets, 1 to 1000
+     *
+     * @return list<array{pseudonym: string, tokens: float, stamp: float, full_at: float, used_at: float, denied: int, denied_rate: int, denied_inflight: int, allowed: int, live_leases: int}>
+     *
+     * @throws \ValueError          $n out of its bounds
+     * @throws \TypeError           $n of the wrong type
+     * @throws \RateLimit\Exception database not creatable or not ours
+     */
+    function ratelimit_top(int $n = 10): array {}
 }

@@ -459,3 +459,33 @@ fn remembered_requests_are_bounded_by_max_entries() {
     );
     assert_eq!(s.stats().unwrap().counters.retries, 1);
 }
+
+/// Denials from snapshots are counted in their bucket's row, for `top`; when another process
+/// drops the row first (a reset), they go into the totals instead: each counted once.
+#[test]
+fn snapshot_denials_go_into_their_bucket_or_once_into_the_totals() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 10, &clock);
+    let mut other = open(&f.path, 10, &clock);
+    acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0);
+    acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0); // after an admission: under the lock
+    for _ in 0..4 {
+        acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0); // from snapshots, held back
+    }
+    assert_eq!(other.top(5).unwrap()[0].denied_rate, 1, "not written yet");
+    s.flush(&NONE).unwrap();
+    let v = other.top(5).unwrap();
+    assert_eq!(
+        (v.len(), v[0].bucket, v[0].denied_rate),
+        (1, key(1).bucket, 5)
+    );
+    for _ in 0..3 {
+        acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0);
+    }
+    assert!(other.reset(&key(1), &NONE).unwrap());
+    s.flush(&NONE).unwrap();
+    assert!(other.top(5).unwrap().is_empty());
+    let c = other.stats().unwrap().counters;
+    assert_eq!((c.allowed, c.denied_rate), (1, 8));
+}

@@ -9,4 +9,6 @@ pub mod decision;
 pub mod headers;
 pub mod keyswitch;
 pub mod lease;
+pub mod metrics;
 pub mod subject;
+pub mod top;

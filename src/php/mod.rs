@@ -1,4 +1,4 @@
-//! The PHP glue: the five functions, the module's startup, request shutdown and phpinfo().
+//! The PHP glue: the seven functions, the module's startup, request shutdown and phpinfo().
 //! Thin by design: it parses arguments, calls the [`crate::limiter::Limiter`], and builds a
 //! Decision.
 
@@ -12,6 +12,7 @@ use crate::core::bucket::{Policy, MAX_LIMIT};
 use crate::core::decision::Ask;
 use crate::core::lease::LeaseToken;
 use crate::core::subject::{self, MAX_REQUEST_ID_LEN, MAX_SUBJECT_LEN};
+use crate::core::top::TOP_MAX;
 use args::{declare, param, Call, Param};
 use decision::Decision;
 use error::Error;
@@ -42,6 +43,7 @@ static PEEK: [Param; 4] = [
     param("per", DataType::Double, true, Some("null")),
     param("scope", DataType::String, false, Some("\"default\"")),
 ];
+static TOP: [Param; 1] = [param("n", DataType::Long, false, Some("10"))];
 static RESET: [Param; 2] = [
     param("subject", DataType::String, false, None),
     param("scope", DataType::String, false, Some("\"default\"")),
@@ -230,6 +232,63 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
     })
 }
 
+extern "C" fn ratelimit_metrics(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        Call::new(ex, "ratelimit_metrics", &[])?;
+        let config = ini::config();
+        let s = worker::with(&config, |l| l.stats().map_err(Error::Store))?;
+        to_zval(crate::core::metrics::render(
+            &s,
+            "sqlite",
+            env!("CARGO_PKG_VERSION"),
+        ))
+    })
+}
+
+/// Milliseconds since the epoch as PHP's `microtime(true)` gives seconds.
+fn seconds(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+extern "C" fn ratelimit_top(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_top", &TOP)?;
+        let n = match call.long(0)?.unwrap_or(10) {
+            n if !(1..=TOP_MAX as i64).contains(&n) => {
+                return Err(call.value_error(0, &format!("must be between 1 and {TOP_MAX}")))
+            }
+            n => n as usize,
+        };
+        let config = ini::config();
+        let views = worker::with(&config, |l| l.top(n).map_err(Error::Store))?;
+        let internal = |e: ext_php_rs::error::Error| Error::Internal(e.to_string());
+        let mut list = ZendHashTable::new();
+        for v in views {
+            let mut row = ZendHashTable::new();
+            row.insert("pseudonym", v.hex()).map_err(internal)?;
+            row.insert("tokens", v.tokens_milli as f64 / 1000.0)
+                .map_err(internal)?;
+            row.insert("stamp", seconds(v.stamp_ms)).map_err(internal)?;
+            row.insert("full_at", seconds(v.full_at_ms))
+                .map_err(internal)?;
+            row.insert("used_at", seconds(v.used_at_ms))
+                .map_err(internal)?;
+            let counts = [
+                ("denied", v.denials()),
+                ("denied_rate", v.denied_rate),
+                ("denied_inflight", v.denied_inflight),
+                ("allowed", v.allowed),
+                ("live_leases", v.live_leases),
+            ];
+            for (name, value) in counts {
+                row.insert(name, value as i64).map_err(internal)?;
+            }
+            list.push(row).map_err(internal)?;
+        }
+        to_zval(list)
+    })
+}
+
 /// Releases what the request's script forgot to (also after a fatal error). A failure here
 /// is left to the lease's expiry: there is nobody left to tell.
 unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
@@ -356,6 +415,18 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
             "ratelimit_stats",
             ratelimit_stats,
             &[],
+            DataType::Array,
+        ))
+        .function(declare(
+            "ratelimit_metrics",
+            ratelimit_metrics,
+            &[],
+            DataType::String,
+        ))
+        .function(declare(
+            "ratelimit_top",
+            ratelimit_top,
+            &TOP,
             DataType::Array,
         ))
         .request_shutdown_function(request_shutdown)

@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use crate::core::counters::{Counters, Stats};
+pub use crate::core::top::BucketView;
 
 /// The outcome of an acquire: the verdict, and the lease when a slot was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +176,11 @@ pub trait Store {
 
     /// The shared counters and gauges.
     fn stats(&mut self) -> Result<Stats, StoreError>;
+
+    /// The pressure view: at most `n` buckets with at least one denial, most denials first
+    /// (ordered as [`crate::core::top::order`] does), with this process's held-back counts.
+    /// A read: it never blocks a decision.
+    fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError>;
 
     /// Which key the store's pseudonyms are made with (None for a fresh store).
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError>;

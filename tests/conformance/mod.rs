@@ -106,6 +106,7 @@ macro_rules! conformance_suite {
             a_retry_without_lease_ends_after_request_ttl,
             a_denied_call_is_not_remembered,
             a_different_request_id_is_charged,
+            top_lists_the_buckets_with_the_most_denials,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -304,6 +305,59 @@ pub fn scopes_of_one_subject_are_separate_buckets<B: Backend>(b: &B) {
     assert!(allowed(&mut s, &login, &ask(1, 60_000, 0)));
     assert!(allowed(&mut s, &api, &ask(1, 60_000, 0)));
     assert!(!allowed(&mut s, &login, &ask(1, 60_000, 0)));
+}
+
+/// The pressure view: buckets with denials only, most first, each with its own counts and
+/// leases, the same from another connection once written, and every denial counted once.
+pub fn top_lists_the_buckets_with_the_most_denials<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let hourly = ask(1, 3_600_000, 0);
+    let mut decide =
+        |k: u8, a: &Ask, times: usize| (0..times).filter(|_| allowed(&mut s, &key(k), a)).count();
+    assert_eq!(decide(1, &hourly, 6), 1);
+    assert_eq!(decide(2, &hourly, 3), 1);
+    assert_eq!(decide(3, &ask(100, 1_000, 0), 4), 4);
+    assert_eq!(decide(4, &ask(100, 1_000, 1), 4), 1, "one slot, held");
+    let top = s.top(10).unwrap();
+    let got: Vec<_> = top
+        .iter()
+        .map(|v| {
+            (
+                v.bucket,
+                v.allowed,
+                v.denied_rate,
+                v.denied_inflight,
+                v.live_leases,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (key(1).bucket, 1, 5, 0, 0),
+            (key(4).bucket, 1, 0, 3, 1),
+            (key(2).bucket, 1, 2, 0, 0),
+        ]
+    );
+    let hot = &top[0];
+    assert_eq!((hot.tokens_milli, hot.stamp_ms), (0, T0));
+    assert_eq!(hot.full_at_ms, T0 + 3_600_000);
+    assert!(
+        (T0 - 100..=T0).contains(&hot.used_at_ms),
+        "{}",
+        hot.used_at_ms
+    );
+    let st = s.stats().unwrap().counters;
+    let listed: u64 = top.iter().map(|v| v.denials()).sum();
+    assert_eq!(listed, st.denied_rate + st.denied_inflight);
+    assert_eq!(s.top(2).unwrap(), top[..2]);
+    s.flush(&NONE).unwrap();
+    assert_eq!(
+        b.open(clock.clock()).top(10).unwrap(),
+        top,
+        "written for every process"
+    );
 }
 
 /// tests/vectors/decisions.tsv, step by step, each case on a bucket of its own: what every

@@ -1,11 +1,134 @@
 //! The counter bookkeeping, all of it: a decision's count goes into its bucket's row (so that
 //! it writes one page); counts that belong to no bucket (unavailable, expired leases,
 //! evictions, clock regressions, and those of deleted buckets) go into the one `stats` row;
-//! the totals are the stats row plus the sums over the buckets.
+//! the totals are the stats row plus the sums over the buckets. Denials decided from read
+//! snapshots are held back per bucket ([`Touch`]) and written into their bucket's row by the
+//! process's next write, or into the stats row when the row has gone since: each once.
 
 use crate::core::counters::{Counters, Stats};
 use crate::core::decision::Reason;
-use rusqlite::{params, Connection};
+use crate::core::subject::Pseudonym;
+use crate::core::top::{self, BucketView};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::HashMap;
+
+/// What a process holds back for one bucket it denied from snapshots.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Touch {
+    /// The recency to give the bucket (0: none newer than stored).
+    pub used_at: i64,
+    pub denied_rate: u64,
+    pub denied_inflight: u64,
+}
+
+impl Touch {
+    /// Counts one denial under its reason.
+    pub fn count(&mut self, reason: Reason) {
+        let (_, rate, inflight) = bucket_columns(reason);
+        self.denied_rate += rate as u64;
+        self.denied_inflight += inflight as u64;
+    }
+
+    pub fn counters(&self) -> Counters {
+        Counters {
+            denied_rate: self.denied_rate,
+            denied_inflight: self.denied_inflight,
+            ..Counters::default()
+        }
+    }
+}
+
+/// Writes a held-back [`Touch`] into its bucket's row; when the row is gone (reset, evicted or
+/// dropped by another process since), its denials go into the stats row through `delta`.
+pub fn write_touch(
+    tx: &Connection,
+    bucket: &Pseudonym,
+    t: &Touch,
+    delta: &mut Delta,
+) -> rusqlite::Result<()> {
+    // `used_at` is set only when it moves (its index then needs no rewrite).
+    let (rate, inflight) = (t.denied_rate as i64, t.denied_inflight as i64);
+    let updated = if t.used_at > 0 {
+        tx.prepare_cached(
+            "UPDATE buckets SET used_at = max(used_at, ?2), denied_rate = denied_rate + ?3,
+             denied_inflight = denied_inflight + ?4 WHERE key = ?1",
+        )?
+        .execute(params![bucket, t.used_at, rate, inflight])?
+    } else {
+        tx.prepare_cached(
+            "UPDATE buckets SET denied_rate = denied_rate + ?2,
+             denied_inflight = denied_inflight + ?3 WHERE key = ?1",
+        )?
+        .execute(params![bucket, rate, inflight])?
+    };
+    if updated == 0 {
+        delta.counters.add(&t.counters());
+    }
+    Ok(())
+}
+
+const VIEW_COLUMNS: &str =
+    "b.key, b.tokens, b.stamp, b.full_at, b.used_at, b.allowed, b.denied_rate,
+    b.denied_inflight, (SELECT count(*) FROM leases l WHERE l.key = b.key AND l.expires > ?1)";
+
+fn view(r: &rusqlite::Row<'_>) -> rusqlite::Result<BucketView> {
+    let n = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+    Ok(BucketView {
+        bucket: r.get(0)?,
+        tokens_milli: n(1)?,
+        stamp_ms: r.get(2)?,
+        full_at_ms: r.get(3)?,
+        used_at_ms: r.get(4)?,
+        allowed: n(5)?,
+        denied_rate: n(6)?,
+        denied_inflight: n(7)?,
+        live_leases: n(8)?,
+    })
+}
+
+/// The pressure view, read in one snapshot (never blocking a writer): the `n` buckets with
+/// the most denials, with the denials `held` back by this process added. Exact for what is
+/// written: a bucket outside the stored top `n` and not held back is beaten by `n` others.
+pub fn top(
+    conn: &Connection,
+    now: i64,
+    n: usize,
+    held: &HashMap<Pseudonym, Touch>,
+) -> rusqlite::Result<Vec<BucketView>> {
+    let tx = conn.unchecked_transaction()?;
+    let mut views: Vec<BucketView> = tx
+        .prepare_cached(&format!(
+            "SELECT {VIEW_COLUMNS} FROM buckets b WHERE b.denied_rate + b.denied_inflight > 0
+             ORDER BY b.denied_rate + b.denied_inflight DESC, b.used_at DESC, b.key LIMIT ?2"
+        ))?
+        .query_map(params![now, n as i64], view)?
+        .collect::<rusqlite::Result<_>>()?;
+    for (bucket, t) in held {
+        let i = match views.iter().position(|v| &v.bucket == bucket) {
+            Some(i) => i,
+            None => {
+                let found = tx
+                    .prepare_cached(&format!(
+                        "SELECT {VIEW_COLUMNS} FROM buckets b WHERE b.key = ?2"
+                    ))?
+                    .query_row(params![now, bucket], view)
+                    .optional()?;
+                let Some(v) = found else { continue };
+                views.push(v);
+                views.len() - 1
+            }
+        };
+        let v = &mut views[i];
+        v.denied_rate += t.denied_rate;
+        v.denied_inflight += t.denied_inflight;
+        v.used_at_ms = v.used_at_ms.max(t.used_at);
+    }
+    tx.commit()?;
+    views.retain(|v| v.denials() > 0);
+    top::order(&mut views);
+    views.truncate(n);
+    Ok(views)
+}
 
 /// What one transaction changes in the stats row.
 #[derive(Default)]

@@ -13,7 +13,7 @@ mod file;
 mod schema;
 mod tx;
 
-use super::{Acquired, Clock, Counters, ErrorKind, Stats, Store, StoreError};
+use super::{Acquired, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError};
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask, Request, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
@@ -21,7 +21,7 @@ use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
 use crate::core::subject::{BucketKey, Pseudonym};
 use crate::opslog::{Event, OpsLog};
 use busy::Budget;
-use counts::Delta;
+use counts::{Delta, Touch};
 use rand::TryRng;
 use rusqlite::{params, Connection, ErrorCode, FileControl, OpenFlags, OptionalExtension};
 use std::collections::{HashMap, HashSet};
@@ -48,12 +48,14 @@ pub struct SqliteStore {
     log: Arc<OpsLog>,
     /// When the path was last compared with the open file.
     checked_at: Instant,
-    /// Counts not written yet: this store's own events (reopening) and the denials it served
-    /// from a snapshot, written by its next write, within a second, or by [`Store::flush`].
+    /// Counts not written yet that belong to no bucket (reopening, clock regressions, and the
+    /// callers' unwritten counts), written by its next write, within a second, or by
+    /// [`Store::flush`].
     noted: Counters,
-    /// Buckets denied from a snapshot since the last write, with the recency to give them
-    /// (so that a hammered bucket never looks idle to eviction).
-    touched: HashMap<Pseudonym, i64>,
+    /// Buckets denied from a snapshot since the last write: their denials, written into their
+    /// rows (so that `top` sees them), and the recency to give them (so that a hammered
+    /// bucket never looks idle to eviction).
+    touched: HashMap<Pseudonym, Touch>,
     /// When the counts above were last written.
     flushed_at: Instant,
     /// Buckets whose last decision here was an admission (see [`Store::acquire`]).
@@ -275,13 +277,10 @@ impl SqliteStore {
         let touched = &self.touched;
         let result = (|| {
             let tx = WriteTx::begin(conn)?;
-            // First the recency of buckets denied from snapshots, so that eviction in `f`
-            // sees them as used.
-            for (bucket, used_at) in touched {
-                conn.prepare_cached(
-                    "UPDATE buckets SET used_at = ?2 WHERE key = ?1 AND used_at < ?2",
-                )?
-                .execute(params![bucket, used_at])?;
+            // First the denials from snapshots and their buckets' recency, so that eviction in
+            // `f` sees them as used (and folds their counts into the totals if it drops them).
+            for (bucket, touch) in touched {
+                counts::write_touch(conn, bucket, touch, &mut delta)?;
             }
             let out = f(conn, &mut delta, (self.clock)())?;
             counts::flush(conn, &delta)?;
@@ -385,12 +384,15 @@ impl SqliteStore {
             return Ok(None);
         }
         self.note_admitting(key, false);
-        self.noted.record_verdict(&d.verdict);
+        // The reason goes into the bucket's row with the recency (see `touched`); what a
+        // shadow scope answered instead is a total only.
+        self.noted.dry_run_denied += u64::from(d.verdict.dry_run);
         self.noted.clock_regressions += u64::from(d.clock_regressed);
         let used_at = evict::used_at(now);
+        let touch = self.touched.entry(key.bucket).or_default();
+        touch.count(d.verdict.reason);
         if used_at > stored.used_at {
-            let t = self.touched.entry(key.bucket).or_insert(used_at);
-            *t = (*t).max(used_at);
+            touch.used_at = touch.used_at.max(used_at);
         }
         Ok(Some(Acquired {
             verdict: d.verdict,
@@ -819,7 +821,18 @@ impl Store for SqliteStore {
         self.flush_if_due();
         let mut s = self.read(counts::read)?;
         s.counters.add(&self.noted);
+        for touch in self.touched.values() {
+            s.counters.add(&touch.counters());
+        }
         Ok(s)
+    }
+
+    fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
+        self.flush_if_due();
+        // Cloned: the read needs the store mutably (its connection). At most one second of
+        // this process's denials.
+        let touched = self.touched.clone();
+        self.read(|conn, now| counts::top(conn, now, n, &touched))
     }
 
     fn tick(&mut self) {

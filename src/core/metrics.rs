@@ -1,0 +1,321 @@
+//! `ratelimit_metrics()`: the counters and gauges of `ratelimit_stats()` in the Prometheus text
+//! exposition format 0.0.4 (`text/plain; version=0.0.4`). Pure: the glue passes the stats in
+//! and sends the text out. Labels name a result or the backend, never a subject nor a
+//! pseudonym.
+
+use super::counters::Stats;
+use std::fmt::Write;
+
+/// The content type a scrape endpoint sends with the text.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// The exposition text, family by family.
+#[derive(Default)]
+pub struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// Starts a metric family: its `# HELP` and `# TYPE` lines.
+    pub fn family(&mut self, name: &str, kind: Kind, help: &str) -> &mut Self {
+        debug_assert!(valid_metric_name(name), "{name}");
+        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.text, "# TYPE {name} {}", kind.as_str());
+        self
+    }
+
+    /// One sample of the family started last.
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) -> &mut Self {
+        debug_assert!(valid_metric_name(name), "{name}");
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (label, v)) in labels.iter().enumerate() {
+                debug_assert!(valid_label_name(label), "{label}");
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{label}=\"{}\"", escape_label_value(v));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+        self
+    }
+
+    pub fn into_text(self) -> String {
+        self.text
+    }
+}
+
+/// `# HELP` text: a backslash and a line feed escaped.
+pub fn escape_help(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A label value: a backslash, a double quote and a line feed escaped.
+pub fn escape_label_value(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// `[a-zA-Z_:][a-zA-Z0-9_:]*`
+pub fn valid_metric_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// `[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__` (reserved).
+pub fn valid_label_name(s: &str) -> bool {
+    let mut c = s.chars();
+    !s.starts_with("__")
+        && c.next()
+            .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The counters other than decisions: (metric name, help), each a `_total` counter.
+const COUNTERS: [(&str, &str); 8] = [
+    (
+        "ratelimit_leases_expired_total",
+        "Leases that reached ratelimit.lease_ttl without being released.",
+    ),
+    (
+        "ratelimit_evicted_total",
+        "Buckets in debt or in use evicted to keep within ratelimit.max_entries.",
+    ),
+    (
+        "ratelimit_clock_regressions_total",
+        "Decisions that found the clock behind a bucket's stored time.",
+    ),
+    (
+        "ratelimit_keys_migrated_total",
+        "Buckets moved from the previous key's pseudonym to the current one (key rotation).",
+    ),
+    (
+        "ratelimit_reopened_total",
+        "Times a process found the database removed or replaced and opened the path anew.",
+    ),
+    (
+        "ratelimit_storage_errors_total",
+        "Storage faults met while deciding (disk full, I/O error, read-only, corrupt).",
+    ),
+    (
+        "ratelimit_dry_run_denied_total",
+        "Would-be denials admitted in a shadow scope (ratelimit.dry_run).",
+    ),
+    (
+        "ratelimit_retries_total",
+        "Calls with a request id answered as the first one was, taking nothing.",
+    ),
+];
+
+/// Every metric family, in the order they are written: (name, type). The README lists them.
+pub const NAMES: [(&str, Kind); 12] = [
+    ("ratelimit_info", Kind::Gauge),
+    ("ratelimit_decisions_total", Kind::Counter),
+    (COUNTERS[0].0, Kind::Counter),
+    (COUNTERS[1].0, Kind::Counter),
+    (COUNTERS[2].0, Kind::Counter),
+    (COUNTERS[3].0, Kind::Counter),
+    (COUNTERS[4].0, Kind::Counter),
+    (COUNTERS[5].0, Kind::Counter),
+    (COUNTERS[6].0, Kind::Counter),
+    (COUNTERS[7].0, Kind::Counter),
+    ("ratelimit_entries", Kind::Gauge),
+    ("ratelimit_live_leases", Kind::Gauge),
+];
+
+/// The host-wide stats as exposition text. `backend` and `version` go into `ratelimit_info`.
+pub fn render(stats: &Stats, backend: &str, version: &str) -> String {
+    let c = &stats.counters;
+    let mut e = Exposition::default();
+    e.family(
+        "ratelimit_info",
+        Kind::Gauge,
+        "The extension's version and storage backend (always 1).",
+    )
+    .sample(
+        "ratelimit_info",
+        &[("backend", backend), ("version", version)],
+        1,
+    );
+    e.family(
+        "ratelimit_decisions_total",
+        Kind::Counter,
+        "Decisions of ratelimit_acquire(), by result: allowed, denied by rate or inflight, or unavailable (storage busy or faulty).",
+    );
+    for (result, value) in [
+        ("allowed", c.allowed),
+        ("rate", c.denied_rate),
+        ("inflight", c.denied_inflight),
+        ("unavailable", c.unavailable),
+    ] {
+        e.sample("ratelimit_decisions_total", &[("result", result)], value);
+    }
+    let values = [
+        c.leases_expired,
+        c.evicted,
+        c.clock_regressions,
+        c.keys_migrated,
+        c.reopened,
+        c.storage_errors,
+        c.dry_run_denied,
+        c.retries,
+    ];
+    for ((name, help), value) in COUNTERS.iter().zip(values) {
+        e.family(name, Kind::Counter, help).sample(name, &[], value);
+    }
+    e.family("ratelimit_entries", Kind::Gauge, "Buckets stored.")
+        .sample("ratelimit_entries", &[], stats.entries);
+    e.family(
+        "ratelimit_live_leases",
+        Kind::Gauge,
+        "Leases not yet expired nor released.",
+    )
+    .sample("ratelimit_live_leases", &[], stats.live_leases);
+    e.into_text()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::counters::Counters;
+
+    fn stats() -> Stats {
+        Stats {
+            counters: Counters {
+                allowed: 11,
+                denied_rate: 12,
+                denied_inflight: 13,
+                unavailable: 14,
+                leases_expired: 15,
+                evicted: 16,
+                clock_regressions: 17,
+                keys_migrated: 18,
+                reopened: 19,
+                storage_errors: 20,
+                dry_run_denied: 23,
+                retries: 24,
+            },
+            entries: 21,
+            live_leases: 22,
+        }
+    }
+
+    /// The samples of `text` as (name with labels, value), comments left out.
+    fn samples(text: &str) -> Vec<(String, u64)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let (k, v) = l.rsplit_once(' ').expect(l);
+                (k.to_string(), v.parse().expect(l))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_counter_and_gauge_of_the_stats_is_a_sample_with_its_value() {
+        let text = render(&stats(), "sqlite", "0.1.0");
+        let got = samples(&text);
+        let want = [
+            ("ratelimit_info{backend=\"sqlite\",version=\"0.1.0\"}", 1),
+            ("ratelimit_decisions_total{result=\"allowed\"}", 11),
+            ("ratelimit_decisions_total{result=\"rate\"}", 12),
+            ("ratelimit_decisions_total{result=\"inflight\"}", 13),
+            ("ratelimit_decisions_total{result=\"unavailable\"}", 14),
+            ("ratelimit_leases_expired_total", 15),
+            ("ratelimit_evicted_total", 16),
+            ("ratelimit_clock_regressions_total", 17),
+            ("ratelimit_keys_migrated_total", 18),
+            ("ratelimit_reopened_total", 19),
+            ("ratelimit_storage_errors_total", 20),
+            ("ratelimit_dry_run_denied_total", 23),
+            ("ratelimit_retries_total", 24),
+            ("ratelimit_entries", 21),
+            ("ratelimit_live_leases", 22),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        assert_eq!(got, want);
+        assert!(text.ends_with('\n'), "the last line ends with a line feed");
+    }
+
+    #[test]
+    fn each_family_has_help_then_type_before_its_samples() {
+        let text = render(&stats(), "sqlite", "0.1.0");
+        let lines: Vec<&str> = text.lines().collect();
+        for (name, kind) in NAMES {
+            let help = lines
+                .iter()
+                .position(|l| l.starts_with(&format!("# HELP {name} ")))
+                .unwrap_or_else(|| panic!("no HELP for {name}"));
+            assert_eq!(lines[help + 1], format!("# TYPE {name} {}", kind.as_str()));
+            assert!(
+                lines[help + 2].starts_with(name),
+                "{name}: {}",
+                lines[help + 2]
+            );
+            assert!(valid_metric_name(name));
+            assert_eq!(name.ends_with("_total"), kind == Kind::Counter, "{name}");
+        }
+        let families = lines.iter().filter(|l| l.starts_with("# TYPE ")).count();
+        assert_eq!(families, NAMES.len());
+    }
+
+    #[test]
+    fn label_values_and_help_are_escaped() {
+        assert_eq!(escape_label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(escape_help("a\\b\"c\nd"), "a\\\\b\"c\\nd");
+        let text = render(&stats(), "we\"ird\\\nname", "1");
+        assert!(
+            text.contains("ratelimit_info{backend=\"we\\\"ird\\\\\\nname\",version=\"1\"} 1\n"),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().count(),
+            render(&stats(), "x", "1").lines().count()
+        );
+    }
+
+    #[test]
+    fn names_are_checked_as_prometheus_defines_them() {
+        assert!(valid_metric_name("a:b_c9") && valid_metric_name("_x"));
+        assert!(!valid_metric_name("9a") && !valid_metric_name("a-b") && !valid_metric_name(""));
+        assert!(valid_label_name("result") && !valid_label_name("__name__"));
+        assert!(!valid_label_name("a:b") && !valid_label_name("1a"));
+    }
+
+    #[test]
+    fn no_label_names_a_subject_or_a_pseudonym() {
+        let text = render(&stats(), "sqlite", "0.1.0");
+        let labels: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once('{'))
+            .flat_map(|(_, rest)| rest.split(',').filter_map(|kv| kv.split_once('=')))
+            .map(|(k, _)| k.trim_start_matches('{'))
+            .collect();
+        assert_eq!(
+            labels.into_iter().collect::<Vec<_>>(),
+            ["backend", "result", "version"]
+        );
+    }
+}
