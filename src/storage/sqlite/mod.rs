@@ -618,19 +618,6 @@ fn read_bucket(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stor
         .optional()
 }
 
-/// The bucket's live leases, once expired ones are gone.
-fn live_slots(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Slots> {
-    let (live, earliest) = tx
-        .prepare_cached("SELECT count(*), min(expires) FROM leases WHERE key = ?1")?
-        .query_row([key.bucket], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
-        })?;
-    Ok(Slots {
-        live: live as u64,
-        earliest_expiry: earliest,
-    })
-}
-
 fn new_lease_id() -> Result<LeaseId, StoreError> {
     let mut id = [0u8; 16];
     rand::rngs::SysRng.try_fill_bytes(&mut id).map_err(|e| {
@@ -680,7 +667,7 @@ impl Store for SqliteStore {
             // itself): a plain rate check touches no lease page.
             let slots = if ask.max_inflight > 0 {
                 evict::expire_leases(tx, now, delta)?;
-                live_slots(tx, key)?
+                live_slots_at(tx, key, now)?
             } else {
                 Slots::default()
             };
