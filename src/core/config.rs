@@ -145,9 +145,141 @@ pub const SQLITE: [Directive; 3] = [
     }),
 ];
 
+/// The directives of the Redis backend (and of its breaker and fallback).
+pub const REDIS: [Directive; 9] = [
+    directive(c"ratelimit.backend", c"sqlite", |c, v| {
+        c.backend = match v.trim() {
+            "sqlite" => Backend::Sqlite,
+            "redis" => Backend::Redis,
+            _ => return Err(Invalid("expected sqlite or redis")),
+        };
+        Ok(())
+    }),
+    directive(
+        c"ratelimit.redis_url",
+        c"redis://127.0.0.1:6379/0",
+        |c, v| {
+            c.redis.url = redis_url(v)?;
+            Ok(())
+        },
+    ),
+    directive(c"ratelimit.redis_cluster", c"", |c, v| {
+        c.redis.cluster = v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(redis_url)
+            .collect::<Result<_, _>>()?;
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_prefix", c"rl:", |c, v| {
+        let ok = (1..=64).contains(&v.len())
+            && v.bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'{' && b != b'}');
+        if !ok {
+            return Err(Invalid(
+                "expected 1 to 64 printable characters, without spaces or braces",
+            ));
+        }
+        c.redis.prefix = v.to_string();
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_timeout_ms", c"50", |c, v| {
+        c.redis.timeout_ms = int_in(v, 1, 60_000, "expected milliseconds from 1 to 60000")?;
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_fallback", c"none", |c, v| {
+        c.redis.fallback = match v.trim() {
+            "none" => Fallback::None,
+            "local" => Fallback::Local,
+            _ => return Err(Invalid("expected none or local")),
+        };
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_breaker_failures", c"5", |c, v| {
+        c.redis.breaker.failures =
+            int_in(v, 1, 1_000_000, "expected an integer from 1 to 1000000")?;
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_breaker_window_ms", c"10000", |c, v| {
+        c.redis.breaker.window_ms =
+            int_in(v, 1, 3_600_000, "expected milliseconds from 1 to 3600000")?;
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_breaker_retry_ms", c"1000", |c, v| {
+        c.redis.breaker.retry_ms =
+            int_in(v, 1, 3_600_000, "expected milliseconds from 1 to 3600000")?;
+        Ok(())
+    }),
+];
+
+/// A Redis address as `redis://`, `rediss://` (TLS) or `unix://` (or `redis+unix://`); the
+/// connection checks the rest when it first connects.
+fn redis_url(v: &str) -> Result<String, Invalid> {
+    let v = v.trim();
+    let ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+        .iter()
+        .any(|s| v.len() > s.len() && v.starts_with(s));
+    ok.then(|| v.to_string())
+        .ok_or(Invalid("expected a redis://, rediss:// or unix:// URL"))
+}
+
 /// Every directive.
 pub fn directives() -> impl Iterator<Item = &'static Directive> {
-    SHARED.iter().chain(SQLITE.iter())
+    SHARED.iter().chain(SQLITE.iter()).chain(REDIS.iter())
+}
+
+/// Where the buckets live (`ratelimit.backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// One SQLite file, shared by the workers of one host.
+    #[default]
+    Sqlite,
+    /// One Redis (or Redis Cluster), shared by every host of a site.
+    Redis,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Redis => "redis",
+        }
+    }
+}
+
+/// What decides while Redis is unavailable (`ratelimit.redis_fallback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// Nothing: the decision is "unavailable" (then `fail_open` applies).
+    #[default]
+    None,
+    /// This host's SQLite file: the limit becomes per host, never per worker.
+    Local,
+}
+
+/// When the host-wide breaker opens and probes again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BreakerConfig {
+    /// Failures within `window_ms` that open it.
+    pub failures: u64,
+    pub window_ms: u64,
+    /// How long it stays open before one probe is let through.
+    pub retry_ms: u64,
+}
+
+/// What only the Redis backend reads.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RedisConfig {
+    pub url: String,
+    /// Seed nodes; not empty: cluster mode (and `url` is not used).
+    pub cluster: Vec<String>,
+    /// Put before every key, so that several sites can share one Redis.
+    pub prefix: String,
+    /// Connect, read and write, each.
+    pub timeout_ms: u64,
+    pub fallback: Fallback,
+    pub breaker: BreakerConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -165,7 +297,9 @@ pub struct Config {
     pub dry_run: DryRun,
     /// How long an admission with a request id and without a lease is remembered.
     pub request_ttl_ms: u64,
+    pub backend: Backend,
     pub sqlite: SqliteConfig,
+    pub redis: RedisConfig,
 }
 
 /// What only the SQLite backend reads.
@@ -300,7 +434,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 22);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
@@ -329,6 +463,60 @@ mod tests {
         assert!(c.set("ratelimit.request_ttl", "0").is_err());
         c.set("ratelimit.request_ttl", "2.5").unwrap();
         assert_eq!(c.request_ttl_ms, 2_500);
+    }
+
+    #[test]
+    fn the_redis_directives_default_to_sqlite_and_a_local_redis() {
+        let c = Config::defaults();
+        assert_eq!(c.backend, Backend::Sqlite);
+        assert_eq!(
+            (
+                c.redis.url.as_str(),
+                c.redis.prefix.as_str(),
+                c.redis.timeout_ms
+            ),
+            ("redis://127.0.0.1:6379/0", "rl:", 50)
+        );
+        assert!(c.redis.cluster.is_empty());
+        assert_eq!(c.redis.fallback, Fallback::None);
+        assert_eq!(
+            c.redis.breaker,
+            BreakerConfig {
+                failures: 5,
+                window_ms: 10_000,
+                retry_ms: 1_000
+            }
+        );
+    }
+
+    #[test]
+    fn redis_directives_refuse_bad_values() {
+        let mut c = Config::defaults();
+        for (name, bad) in [
+            ("ratelimit.backend", "mysql"),
+            ("ratelimit.redis_url", "http://x"),
+            ("ratelimit.redis_url", "redis://"),
+            ("ratelimit.redis_cluster", "redis://a:1,tcp://b:2"),
+            ("ratelimit.redis_prefix", ""),
+            ("ratelimit.redis_prefix", "a{b}"),
+            ("ratelimit.redis_prefix", "a b"),
+            ("ratelimit.redis_timeout_ms", "0"),
+            ("ratelimit.redis_fallback", "remote"),
+            ("ratelimit.redis_breaker_failures", "0"),
+        ] {
+            assert!(c.set(name, bad).is_err(), "{name}={bad:?}");
+        }
+        assert_eq!(c, Config::defaults());
+        c.set("ratelimit.backend", "redis").unwrap();
+        c.set(
+            "ratelimit.redis_cluster",
+            " redis://127.0.0.1:7001, redis://127.0.0.1:7002 ",
+        )
+        .unwrap();
+        c.set("ratelimit.redis_fallback", "local").unwrap();
+        assert_eq!(c.backend, Backend::Redis);
+        assert_eq!(c.redis.cluster.len(), 2);
+        assert_eq!(c.redis.fallback, Fallback::Local);
     }
 
     #[test]

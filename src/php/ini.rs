@@ -5,7 +5,7 @@
 //! set: php.ini, `-d`, or an FPM pool's `php_admin_value` (applied in each child after fork).
 //! Reading the configuration on the hot path is then a lock and a clone, not an ini scan.
 
-use crate::core::config::{Config, Directive, SHARED, SQLITE};
+use crate::core::config::{Config, Directive, REDIS, SHARED, SQLITE};
 use ext_php_rs::ffi::{php_error_docref, zend_ini_entry, zend_string, E_WARNING};
 use ext_php_rs::flags::IniEntryPermission;
 use ext_php_rs::types::ZendStr;
@@ -31,7 +31,7 @@ const fn entry(d: &Directive) -> IniEntryDef {
     e
 }
 
-const COUNT: usize = SHARED.len() + SQLITE.len();
+const COUNT: usize = SHARED.len() + SQLITE.len() + REDIS.len();
 
 /// The table PHP keeps for the life of the process: every directive, then the end marker.
 static ENTRIES: IniEntryDefs<{ COUNT + 1 }> = IniEntryDefs::new(entries());
@@ -47,6 +47,11 @@ const fn entries() -> [IniEntryDef; COUNT + 1] {
     while j < SQLITE.len() {
         out[SHARED.len() + j] = entry(&SQLITE[j]);
         j += 1;
+    }
+    let mut k = 0;
+    while k < REDIS.len() {
+        out[SHARED.len() + SQLITE.len() + k] = entry(&REDIS[k]);
+        k += 1;
     }
     out
 }
