@@ -238,7 +238,10 @@ impl Conn {
                 },
                 _ => redis::ConnectionAddr::Tcp(host, port),
             };
-            let mut one = Conn::new(Target::Single(Box::new(seed.clone().set_addr(addr))), self.timeout);
+            let mut one = Conn::new(
+                Target::Single(Box::new(seed.clone().set_addr(addr))),
+                self.timeout,
+            );
             keys.extend(one.call(scan_one)?);
         }
         Ok(keys)
