@@ -112,16 +112,16 @@ fn new_lease_id() -> Result<LeaseId, StoreError> {
     Ok(LeaseId(id))
 }
 
-/// A bucket's fields as `top` reads them.
-type Row = (
-    Option<u64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<u64>,
-    Option<u64>,
-    Option<u64>,
-);
+/// A stored bucket as `acquire.lua` writes it: milli-tokens, stamp, full again at, last
+/// decision, allowed, rate-denied and inflight-denied counts.
+fn parse_bucket(v: &str) -> Option<[i64; 7]> {
+    let mut out = [0i64; 7];
+    let mut fields = v.split(' ');
+    for o in out.iter_mut() {
+        *o = fields.next()?.parse().ok()?;
+    }
+    fields.next().is_none().then_some(out)
+}
 
 /// The reply of `acquire.lua`.
 type AcquireReply = (u8, u64, u64, u64, u64, u8, String, u64);
@@ -427,40 +427,38 @@ impl Store for RedisStore {
         let mut views = Vec::new();
         let after = format!("({}", self.now_for_read()?);
         for name in &buckets {
-            let (t, s, f, u, a, d, i): Row = self.conn.call(|c| {
-                redis::cmd("HMGET")
-                    .arg(name)
-                    .arg(&["t", "s", "f", "u", "a", "d", "i"])
+            let stored: Option<String> =
+                self.conn.call(|c| redis::cmd("GET").arg(name).query(c))?;
+            let Some([t, s, f, u, a, d, i]) = stored.as_deref().and_then(parse_bucket) else {
+                continue;
+            };
+            let Some(bucket) = name.rsplit(':').next().and_then(unhex16) else {
+                continue;
+            };
+            let count = |v: i64| v.max(0) as u64;
+            let (d, i) = (count(d), count(i));
+            if d + i == 0 {
+                continue;
+            }
+            let leases = name.replacen("}b:", "}l:", 1);
+            let live: u64 = self.conn.call(|c| {
+                redis::cmd("ZCOUNT")
+                    .arg(&leases)
+                    .arg(&after)
+                    .arg("+inf")
                     .query(c)
             })?;
-            {
-                let Some(bucket) = name.rsplit(':').next().and_then(unhex16) else {
-                    continue;
-                };
-                let (d, i) = (d.unwrap_or(0), i.unwrap_or(0));
-                if d + i == 0 {
-                    continue;
-                }
-                let leases = name.replacen("}b:", "}l:", 1);
-                let live: u64 = self.conn.call(|c| {
-                    redis::cmd("ZCOUNT")
-                        .arg(&leases)
-                        .arg(&after)
-                        .arg("+inf")
-                        .query(c)
-                })?;
-                views.push(BucketView {
-                    bucket,
-                    tokens_milli: t.unwrap_or(0),
-                    stamp_ms: s.unwrap_or(0),
-                    full_at_ms: f.unwrap_or(0),
-                    used_at_ms: u.unwrap_or(0),
-                    allowed: a.unwrap_or(0),
-                    denied_rate: d,
-                    denied_inflight: i,
-                    live_leases: live,
-                });
-            }
+            views.push(BucketView {
+                bucket,
+                tokens_milli: count(t),
+                stamp_ms: s,
+                full_at_ms: f,
+                used_at_ms: u,
+                allowed: count(a),
+                denied_rate: d,
+                denied_inflight: i,
+                live_leases: live,
+            });
         }
         top::order(&mut views);
         views.truncate(n);

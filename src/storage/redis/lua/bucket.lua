@@ -28,11 +28,17 @@ local function divmod(x, y)
 end
 
 -- floor(a * b / c) and (a * b) mod c, for integers 0 <= a <= c < 2^50 and 0 <= b < 2^50.
--- With b = q * c + r: a * b / c = a * q + a * r / c, where a * q <= b < 2^50. The second term
+-- Otherwise, with b = q * c + r: a * b / c = a * q + a * r / c, where a * q <= b < 2^50. The second term
 -- goes through a digit by digit in base 4 (a < 2^50: 25 digits), keeping rem < c, so that
 -- rem * 4 + digit * r < 4c + 3c < 2^53; each quotient digit is at most 6, and the quotient so
 -- far never exceeds the final one, which is below a.
 local function muldiv(a, b, c)
+  -- The common case: the product itself is exact (a rounded product of 2^53 or more means
+  -- the true one is too, since rounding is monotonic and 2^53 is a double).
+  local p = a * b
+  if p < 2 ^ 53 then
+    return divmod(p, c)
+  end
   local q, r = divmod(b, c)
   local whole = a * q
   local quo, rem, rest, unit = 0, 0, a, 2 ^ 48
@@ -118,4 +124,24 @@ local function now_ms(given)
   end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A stored bucket, one string (one GET, one SET with its expiry): milli-tokens, stamp, full
+-- again at, last decision, then its allowed, rate-denied and inflight-denied counts.
+local function format_bucket(tokens, stamp, full, used, counts)
+  return string.format('%d %d %d %d %d %d %d', tokens, stamp, full, used, counts[1], counts[2],
+    counts[3])
+end
+
+-- The milli-tokens, stamp and the three counts of a stored bucket (nil when there is none or
+-- it is not one of ours).
+local function parse_bucket(v)
+  if not v then
+    return nil
+  end
+  local t, s, _, _, a, d, i = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
+  if not t then
+    return nil
+  end
+  return tonumber(t), tonumber(s), tonumber(a), tonumber(d), tonumber(i)
 end

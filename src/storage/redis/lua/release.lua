@@ -1,8 +1,5 @@
 -- Frees one lease (Store::release) if it is still live. KEYS[1] the bucket's leases;
 -- ARGV: now ('' = the server's TIME), the lease id (hex). Returns 1 when it was live.
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
 local now = now_ms(ARGV[1])
 local e = redis.call('ZSCORE', KEYS[1], ARGV[2])
 if e and tonumber(e) > now then
