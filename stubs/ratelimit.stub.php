@@ -98,6 +98,15 @@ namespace RateLimit {
          */
         public readonly bool $dryRun;
 
+        /**
+         * Who decided: "store" (the configured store, in its atomic step), "deny_cache" (a
+         * recent "rate" denial of this bucket repeated locally, without asking the store, until
+         * its wait is over), "fallback" (the primary store, e.g. Redis, was unavailable: this
+         * host's local SQLite file decided) or "fail_open" (no store could decide and
+         * ratelimit.fail_open=1 admitted the call: `$reason` is then "unavailable").
+         */
+        public readonly string $source;
+
         /** The scope of the bucket. */
         public readonly string $scope;
 
