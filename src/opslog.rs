@@ -16,9 +16,12 @@ pub enum Event {
     Reopened,
     CorruptMovedAside,
     FailOpenAdmitting,
+    BreakerOpened,
+    BreakerClosed,
+    FallbackSwitched,
 }
 
-const KINDS: usize = 8;
+const KINDS: usize = 11;
 
 impl Event {
     fn index(self) -> usize {
@@ -35,6 +38,13 @@ impl Event {
             Event::Reopened => "database file removed or replaced, opened the path anew",
             Event::CorruptMovedAside => "database corrupt, moved aside and rebuilt",
             Event::FailOpenAdmitting => "ratelimit.fail_open admitting \"unavailable\" decisions",
+            Event::BreakerOpened => {
+                "primary store failing, host breaker open: not asking it for redis_breaker_retry_ms"
+            }
+            Event::BreakerClosed => "primary store answering again, host breaker closed",
+            Event::FallbackSwitched => {
+                "primary store unavailable, deciding with the local fallback"
+            }
         }
     }
 }
