@@ -66,7 +66,7 @@ impl Fake {
 }
 
 /// A clock the test moves.
-pub struct Manual(Arc<AtomicI64>);
+pub struct Manual(pub Arc<AtomicI64>);
 
 impl Manual {
     pub fn at(t: i64) -> Self {

@@ -309,3 +309,277 @@ impl Store for Fallback {
         self.primary.breaker()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::breaker::BreakerState;
+    use crate::core::config::BreakerConfig;
+    use crate::core::decision::Reason;
+    use crate::storage::breaker::Breaker;
+    use crate::storage::fake::{key, Fake, Manual};
+    use crate::storage::hostbreaker::HostBreaker;
+    use crate::storage::ErrorKind;
+    use std::cell::Cell;
+    use std::os::unix::fs::PermissionsExt;
+    use std::rc::Rc;
+
+    fn ask(inflight: u64) -> Ask {
+        Ask::new(Policy::new(2, 60_000).unwrap(), 1, inflight)
+    }
+
+    struct World {
+        time: Manual,
+        primary: Fake,
+        local: Fake,
+        opened: Rc<Cell<u32>>,
+    }
+
+    fn world() -> World {
+        let time = Manual::at(1_000);
+        World {
+            primary: Fake::new(time.clock()),
+            local: Fake::new(time.clock()),
+            time,
+            opened: Rc::default(),
+        }
+    }
+
+    fn factory(w: &World) -> LocalStore {
+        let (local, opened) = (w.local.clone(), Rc::clone(&w.opened));
+        Box::new(move || {
+            opened.set(opened.get() + 1);
+            Ok(local.boxed())
+        })
+    }
+
+    fn fallback(w: &World) -> Fallback {
+        Fallback::new(w.primary.boxed(), Some(factory(w)), OpsLog::none())
+    }
+
+    fn acquire(f: &mut Fallback, inflight: u64) -> Result<Acquired, StoreError> {
+        f.acquire(&key(1), &ask(inflight), 60_000, &Counters::default())
+    }
+
+    #[test]
+    fn the_primary_decides_while_it_answers_and_the_local_store_is_not_opened() {
+        let w = world();
+        let mut f = fallback(&w);
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(a.verdict.source, Source::Store);
+        assert_eq!(w.opened.get(), 0, "not opened before it is needed");
+    }
+
+    #[test]
+    fn on_a_transient_or_storage_fault_the_local_store_decides_and_says_so() {
+        for kind in [ErrorKind::Timeout, ErrorKind::Unreachable, ErrorKind::Io] {
+            let w = world();
+            let mut f = fallback(&w);
+            w.primary.fail(Some(kind));
+            let a = acquire(&mut f, 0).unwrap();
+            assert_eq!(
+                (a.verdict.allowed, a.verdict.source),
+                (true, Source::Fallback)
+            );
+            assert_eq!(w.local.written().allowed, 1, "{kind:?}");
+            assert_eq!(
+                w.local.written().fallback_decisions,
+                1,
+                "counted in the same step"
+            );
+        }
+    }
+
+    #[test]
+    fn the_local_store_keeps_its_own_buckets_for_the_host() {
+        let w = world();
+        let mut f = fallback(&w);
+        w.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        acquire(&mut f, 0).unwrap();
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(
+            (a.verdict.reason, a.verdict.source),
+            (Reason::Rate, Source::Fallback)
+        );
+    }
+
+    #[test]
+    fn a_misconfigured_primary_is_an_error_not_a_fallback() {
+        let w = world();
+        let mut f = fallback(&w);
+        w.primary.fail(Some(ErrorKind::Misconfigured));
+        assert_eq!(
+            acquire(&mut f, 0).unwrap_err().kind(),
+            ErrorKind::Misconfigured
+        );
+        assert_eq!(w.local.calls(), 0);
+    }
+
+    #[test]
+    fn without_a_local_store_the_primarys_fault_is_the_answer() {
+        let w = world();
+        let mut f = Fallback::new(w.primary.boxed(), None, OpsLog::none());
+        w.primary.fail(Some(ErrorKind::Timeout));
+        assert_eq!(acquire(&mut f, 0).unwrap_err().kind(), ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn a_local_store_that_cannot_be_opened_is_tried_again_at_the_next_need() {
+        let w = world();
+        let tries = Rc::new(Cell::new(0));
+        let open: LocalStore = {
+            let (local, tries) = (w.local.clone(), Rc::clone(&tries));
+            Box::new(move || {
+                tries.set(tries.get() + 1);
+                if tries.get() == 1 {
+                    Err(StoreError::new(ErrorKind::Busy, "local busy"))
+                } else {
+                    Ok(local.boxed())
+                }
+            })
+        };
+        let mut f = Fallback::new(w.primary.boxed(), Some(open), OpsLog::none());
+        w.primary.fail(Some(ErrorKind::Timeout));
+        assert_eq!(acquire(&mut f, 0).unwrap_err().what(), "local busy");
+        assert_eq!(acquire(&mut f, 0).unwrap().verdict.source, Source::Fallback);
+        assert_eq!(tries.get(), 2);
+    }
+
+    #[test]
+    fn a_lease_taken_by_the_fallback_is_released_there() {
+        let w = world();
+        let mut f = fallback(&w);
+        w.primary.fail(Some(ErrorKind::Timeout));
+        let lease = acquire(&mut f, 1).unwrap().lease.unwrap();
+        w.primary.fail(None);
+        assert_eq!(f.release(&[lease], &Counters::default()).unwrap(), 1);
+        assert!(w.local.0.borrow().leases.is_empty());
+        assert_eq!(w.primary.calls(), 2, "the primary was asked first");
+    }
+
+    #[test]
+    fn a_release_of_a_primary_lease_while_it_is_down_is_an_error_to_try_again() {
+        let w = world();
+        let mut f = fallback(&w);
+        let lease = acquire(&mut f, 1).unwrap().lease.unwrap();
+        w.primary.fail(Some(ErrorKind::Timeout));
+        let carried = Counters {
+            unavailable: 1,
+            ..Counters::default()
+        };
+        assert!(f.release(&[lease], &carried).is_err());
+        assert_eq!(
+            w.local.written().unavailable,
+            0,
+            "the caller's counts not written"
+        );
+    }
+
+    #[test]
+    fn held_counts_are_written_once_by_the_next_successful_step() {
+        let w = world();
+        let mut f = fallback(&w);
+        w.primary.fail(Some(ErrorKind::Timeout));
+        let carried = Counters {
+            unavailable: 1,
+            ..Counters::default()
+        };
+        acquire(&mut f, 0).unwrap();
+        f.acquire(&key(1), &ask(0), 60_000, &carried).unwrap();
+        w.primary.fail(None);
+        acquire(&mut f, 0).unwrap();
+        let (p, l) = (w.primary.written(), w.local.written());
+        assert_eq!(l.unavailable + p.unavailable, 1);
+        assert_eq!(l.fallback_decisions + p.fallback_decisions, 2);
+    }
+
+    #[test]
+    fn stats_sum_both_stores_and_fall_back_to_the_local_ones() {
+        let w = world();
+        let mut f = fallback(&w);
+        acquire(&mut f, 0).unwrap();
+        w.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        let s = f.stats().unwrap();
+        assert_eq!((s.counters.allowed, s.counters.fallback_decisions), (1, 1));
+        w.primary.fail(None);
+        let s = f.stats().unwrap();
+        assert_eq!((s.counters.allowed, s.entries), (2, 2));
+    }
+
+    #[test]
+    fn a_reset_forgets_the_bucket_in_both_stores() {
+        let w = world();
+        let mut f = fallback(&w);
+        w.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        w.primary.fail(None);
+        acquire(&mut f, 0).unwrap();
+        assert!(f.reset(&key(1), &Counters::default()).unwrap());
+        assert!(w.primary.0.borrow().buckets.is_empty());
+        assert!(w.local.0.borrow().buckets.is_empty());
+    }
+
+    /// Two workers of one host, each with its breaker and fallback, on one breaker file.
+    fn host_workers() -> (tempfile::TempDir, World, Fallback, Fallback) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let path = dir.path().join("db.breaker");
+        let w = world();
+        let cfg = BreakerConfig {
+            failures: 2,
+            window_ms: 10_000,
+            retry_ms: 1_000,
+        };
+        let mk = |w: &World| {
+            let b = Breaker::new(
+                w.primary.boxed(),
+                HostBreaker::open(&path).unwrap(),
+                cfg,
+                50,
+                w.time.clock(),
+                OpsLog::none(),
+            );
+            Fallback::new(Box::new(b), Some(factory(w)), OpsLog::none())
+        };
+        let (a, b) = (mk(&w), mk(&w));
+        (dir, w, a, b)
+    }
+
+    #[test]
+    fn a_switch_is_counted_once_per_host_however_many_workers_fall_back() {
+        let (_dir, w, mut a, mut b) = host_workers();
+        w.primary.fail(Some(ErrorKind::Timeout));
+        for _ in 0..5 {
+            acquire(&mut a, 0).unwrap();
+            acquire(&mut b, 0).unwrap();
+        }
+        assert_eq!(w.local.written().fallback_switches, 1);
+        assert_eq!(w.local.written().fallback_decisions, 10);
+        assert_eq!(
+            w.local.written().redis_errors,
+            2,
+            "the two that opened it; then none asked"
+        );
+        assert_eq!(w.primary.calls(), 2);
+        assert_eq!(a.stats().unwrap().breaker, Some(BreakerState::Open));
+    }
+
+    #[test]
+    fn with_the_breaker_open_decisions_are_fast_and_local() {
+        let (_dir, w, mut a, _) = host_workers();
+        w.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut a, 0).unwrap();
+        acquire(&mut a, 0).unwrap();
+        let calls = w.primary.calls();
+        let d = acquire(&mut a, 0).unwrap();
+        assert_eq!(d.verdict.source, Source::Fallback);
+        assert_eq!(w.primary.calls(), calls);
+        // After retry_ms the probe finds the primary back: the store decides again.
+        w.primary.fail(None);
+        w.time.set(2_000);
+        assert_eq!(acquire(&mut a, 0).unwrap().verdict.source, Source::Store);
+        assert_eq!(a.stats().unwrap().breaker, Some(BreakerState::Closed));
+    }
+}
