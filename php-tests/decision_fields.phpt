@@ -90,7 +90,7 @@ peek:
   resetAfter: float
   lease: null
   scope: string
-allowed,dryRun,lease,limit,reason,remaining,resetAfter,retryAfter,scope
+allowed,dryRun,lease,limit,reason,remaining,resetAfter,retryAfter,scope,source
 bool(true)
 bool(true)
 bool(false)

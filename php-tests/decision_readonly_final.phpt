@@ -12,7 +12,7 @@ var_dump($rc->isFinal(), $rc->isInternal());
 
 $d = ratelimit_acquire('ro', 5, 60);
 $values = ['allowed' => false, 'reason' => 'x', 'limit' => 99, 'remaining' => 99,
-    'retryAfter' => 1.5, 'resetAfter' => 1.5, 'lease' => 'x', 'scope' => 'x'];
+    'retryAfter' => 1.5, 'resetAfter' => 1.5, 'lease' => 'x', 'scope' => 'x', 'source' => 'x'];
 foreach ($values as $p => $v) {
     $before = $d->$p;
     try {
@@ -57,6 +57,7 @@ retryAfter: refused
 resetAfter: refused
 lease: refused
 scope: refused
+source: refused
 Error: Cannot create dynamic property RateLimit\Decision::$extra
 bool(true)
 int(5)

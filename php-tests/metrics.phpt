@@ -43,14 +43,20 @@ $want = [
     'ratelimit_storage_errors_total' => $s['storage_errors'],
     'ratelimit_dry_run_denied_total' => $s['dry_run_denied'],
     'ratelimit_retries_total' => $s['retries'],
+    'ratelimit_redis_errors_total' => $s['redis_errors'],
+    'ratelimit_fallback_switches_total' => $s['fallback_switches'],
+    'ratelimit_fallback_decisions_total' => $s['fallback_decisions'],
     'ratelimit_entries' => $s['entries'],
     'ratelimit_live_leases' => $s['live_leases'],
+    'ratelimit_breaker_state' => ['closed' => 0, 'half-open' => 1, 'open' => 2][$s['breaker']],
 ];
 foreach ($want as $k => $v) {
     echo "$k = ", $samples[$k] ?? '(missing)', $samples[$k] === $v ? '' : " (stats: $v)", "\n";
 }
 $info = preg_grep('/^ratelimit_info\{/', array_keys($samples));
 echo "info: ", implode(' ', $info), " = ", $samples[reset($info)], "\n";
+preg_match('/backend="([^"]*)"/', reset($info), $bm);
+echo "backend: ", $s['backend'], $bm[1] === $s['backend'] ? ' (as in ratelimit_info)' : " (ratelimit_info: $bm[1])", "\n";
 echo "samples: ", count($samples), "\n";
 echo "no subject: ", var_export(!str_contains($text, 'metrics-subject'), true), "\n";
 rl_throws(fn() => ratelimit_metrics(1));
@@ -74,8 +80,12 @@ ratelimit_reopened_total           counter
 ratelimit_storage_errors_total     counter
 ratelimit_dry_run_denied_total     counter
 ratelimit_retries_total            counter
+ratelimit_redis_errors_total       counter
+ratelimit_fallback_switches_total  counter
+ratelimit_fallback_decisions_total counter
 ratelimit_entries                  gauge
 ratelimit_live_leases              gauge
+ratelimit_breaker_state            gauge
 ratelimit_decisions_total{result="allowed"} = 3
 ratelimit_decisions_total{result="rate"} = 1
 ratelimit_decisions_total{result="inflight"} = 1
@@ -88,10 +98,15 @@ ratelimit_reopened_total = 0
 ratelimit_storage_errors_total = 0
 ratelimit_dry_run_denied_total = 0
 ratelimit_retries_total = 0
+ratelimit_redis_errors_total = 0
+ratelimit_fallback_switches_total = 0
+ratelimit_fallback_decisions_total = 0
 ratelimit_entries = 2
 ratelimit_live_leases = 1
+ratelimit_breaker_state = 0
 info: ratelimit_info{backend="%s",version="%d.%d.%d"} = 1
-samples: 15
+backend: %s (as in ratelimit_info)
+samples: 19
 no subject: true
 ArgumentCountError: ratelimit_metrics() expects exactly 0 arguments, 1 given
 after release: 1

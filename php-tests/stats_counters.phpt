@@ -1,5 +1,5 @@
 --TEST--
-ratelimit_stats(): the fourteen counters and gauges, host-wide (shared with other processes)
+ratelimit_stats(): the seventeen counters and gauges, host-wide (shared with other processes), the backend and the breaker's state
 --EXTENSIONS--
 ratelimit
 --FILE--
@@ -11,7 +11,11 @@ $s = ratelimit_stats();
 $keys = array_keys($s);
 sort($keys);
 echo implode(',', $keys), "\n";
-echo "all int: ", var_export(array_sum(array_map('is_int', $s)) === 14, true), ", all zero: ", var_export(array_sum($s) === 0, true), "\n";
+echo "backend: ", var_export($s['backend'] === ini_get('ratelimit.backend'), true), ", breaker: {$s['breaker']}\n";
+// The numbers, without the two words.
+function numbers(array $s): array { unset($s['backend'], $s['breaker']); ksort($s); return $s; }
+$n = numbers($s);
+echo "all int: ", var_export(count($n) === 17 && array_sum(array_map('is_int', $n)) === 17, true), ", all zero: ", var_export(array_sum($n) === 0, true), "\n";
 
 ratelimit_acquire('a', 2, 60);
 ratelimit_acquire('a', 2, 60);
@@ -19,16 +23,14 @@ ratelimit_acquire('a', 2, 60);            // denied_rate
 $l = ratelimit_acquire('b', 5, 60, 1);
 ratelimit_acquire('b', 5, 60, 1);         // denied_inflight
 ratelimit_peek('c', 5, 60);              // nothing
-$s = ratelimit_stats();
-ksort($s);
-foreach ($s as $k => $v) echo "$k=$v\n";
+foreach (numbers(ratelimit_stats()) as $k => $v) echo "$k=$v\n";
 
 // Denials decided from a snapshot are written by this process's next write, or within a
 // second (here: by ratelimit_stats() a second later).
 rl_pause(1.1);
 ratelimit_stats();
 echo "-- another process counts in the same file\n";
-$r = rl_run([], 'ratelimit_acquire("a", 2, 60); ratelimit_acquire("z", 2, 60); $s = ratelimit_stats(); ksort($s); echo json_encode($s), "\n";');
+$r = rl_run([], 'ratelimit_acquire("a", 2, 60); ratelimit_acquire("z", 2, 60); $s = ratelimit_stats(); unset($s["backend"], $s["breaker"]); ksort($s); echo json_encode($s), "\n";');
 echo trim($r['out']), "\n";
 $s = ratelimit_stats();
 echo "parent sees: allowed={$s['allowed']} denied_rate={$s['denied_rate']} entries={$s['entries']} live_leases={$s['live_leases']}\n";
@@ -41,7 +43,8 @@ require __DIR__ . '/_helpers.inc';
 rl_clean('stats_counters');
 ?>
 --EXPECT--
-allowed,clock_regressions,denied_inflight,denied_rate,dry_run_denied,entries,evicted,keys_migrated,leases_expired,live_leases,reopened,retries,storage_errors,unavailable
+allowed,backend,breaker,clock_regressions,denied_inflight,denied_rate,dry_run_denied,entries,evicted,fallback_decisions,fallback_switches,keys_migrated,leases_expired,live_leases,redis_errors,reopened,retries,storage_errors,unavailable
+backend: true, breaker: closed
 all int: true, all zero: true
 allowed=3
 clock_regressions=0
@@ -50,14 +53,17 @@ denied_rate=1
 dry_run_denied=0
 entries=2
 evicted=0
+fallback_decisions=0
+fallback_switches=0
 keys_migrated=0
 leases_expired=0
 live_leases=1
+redis_errors=0
 reopened=0
 retries=0
 storage_errors=0
 unavailable=0
 -- another process counts in the same file
-{"allowed":4,"clock_regressions":0,"denied_inflight":1,"denied_rate":2,"dry_run_denied":0,"entries":3,"evicted":0,"keys_migrated":0,"leases_expired":0,"live_leases":1,"reopened":0,"retries":0,"storage_errors":0,"unavailable":0}
+{"allowed":4,"clock_regressions":0,"denied_inflight":1,"denied_rate":2,"dry_run_denied":0,"entries":3,"evicted":0,"fallback_decisions":0,"fallback_switches":0,"keys_migrated":0,"leases_expired":0,"live_leases":1,"redis_errors":0,"reopened":0,"retries":0,"storage_errors":0,"unavailable":0}
 parent sees: allowed=4 denied_rate=2 entries=3 live_leases=1
 after release: live_leases=0

@@ -287,6 +287,7 @@ mod tests {
     fn allowed(lease: Option<LeaseToken>) -> Acquired {
         let mut verdict = Verdict::unavailable(true);
         verdict.reason = Reason::Ok;
+        verdict.source = crate::core::decision::Source::Store;
         Acquired { verdict, lease }
     }
 
@@ -431,6 +432,27 @@ mod tests {
         );
         assert_eq!(a.lease, None);
         assert!(l.held().is_empty());
+    }
+
+    #[test]
+    fn a_fail_open_admission_names_fail_open_as_its_source() {
+        use crate::core::decision::Source;
+        let (mut l, _) = limiter(&[ErrorKind::Timeout], true);
+        assert_eq!(
+            l.acquire(b"s", "default", &ask(0)).unwrap().verdict.source,
+            Source::FailOpen
+        );
+        let (mut l, _) = limiter(&[ErrorKind::Timeout], false);
+        assert_eq!(
+            l.acquire(b"s", "default", &ask(0)).unwrap().verdict.source,
+            Source::Store,
+            "a denial for want of a store is no fail-open"
+        );
+        let (mut l, _) = limiter(&[], true);
+        assert_eq!(
+            l.acquire(b"s", "default", &ask(0)).unwrap().verdict.source,
+            Source::Store
+        );
     }
 
     #[test]

@@ -16,10 +16,13 @@ pub enum Event {
     Reopened,
     CorruptMovedAside,
     FailOpenAdmitting,
+    BreakerOpened,
+    BreakerClosed,
+    FallbackSwitched,
     HostClock,
 }
 
-const KINDS: usize = 9;
+const KINDS: usize = 12;
 
 impl Event {
     fn index(self) -> usize {
@@ -38,6 +41,13 @@ impl Event {
             Event::FailOpenAdmitting => "ratelimit.fail_open admitting \"unavailable\" decisions",
             Event::HostClock => {
                 "the server refuses TIME in scripts, deciding with this host's clock"
+            }
+            Event::BreakerOpened => {
+                "primary store failing, host breaker open: not asking it for redis_breaker_retry_ms"
+            }
+            Event::BreakerClosed => "primary store answering again, host breaker closed",
+            Event::FallbackSwitched => {
+                "primary store unavailable, deciding with the local fallback"
             }
         }
     }

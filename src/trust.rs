@@ -586,6 +586,77 @@ pub fn match_companion_modes(path: &Path) -> Result<(), Untrusted> {
     Ok(())
 }
 
+/// A small state file next to the database that every worker of the host maps (the breaker's,
+/// `<db>.breaker`): a regular file (never a link: it is opened with `O_NOFOLLOW`), owned by the
+/// effective user or root, writable by nobody else, except by the group of a group-shared
+/// directory (`shared`), as the database itself is. Unlike [`judge_database`], write access
+/// for a group is refused outside such a directory: nothing else needs this file.
+pub fn judge_state_file(f: Facts, euid: u32, shared: Option<u32>) -> Result<(), String> {
+    judge_database(f, euid, shared)?;
+    if f.mode & 0o020 != 0 && shared.is_none() {
+        return Err(format!(
+            "has mode {} (writable by group), wanted 0600, or 0660 in a group-shared directory",
+            octal(f.mode)
+        ));
+    }
+    Ok(())
+}
+
+/// Opens (creating it mode 0600, or 0660 in a group-shared directory, as a database is) the
+/// state file `path` for reading and writing, and judges it on the open descriptor (see
+/// [`judge_state_file`]) and its directory as a database's (see [`judge_database_dir`]). The
+/// descriptor is close-on-exec. What is wrong, trust or not, is an [`Untrusted`] naming it.
+pub fn open_state_file(path: &Path) -> Result<File, Untrusted> {
+    open_state_file_as(path, euid())
+}
+
+fn open_state_file_as(path: &Path, euid: u32) -> Result<File, Untrusted> {
+    let dir = dir_of(path);
+    let dm = fs::metadata(dir).map_err(|e| {
+        untrusted(
+            path,
+            format!("its directory {} cannot be used: {e}", dir.display()),
+        )
+    })?;
+    let dir_facts = Facts::of(&dm);
+    judge_database_dir(dir_facts, euid)
+        .map_err(|w| untrusted(path, format!("its directory {} {w}", dir.display())))?;
+    let mode = database_mode(dir_facts);
+    let open = |create: bool| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .mode(mode)
+            // O_NONBLOCK: a FIFO planted there cannot make the worker wait (it is refused).
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let opened = match open(true) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open(false).map(|f| (f, false)),
+        Err(e) => Err(e),
+    };
+    let (file, created) = opened.map_err(|e| {
+        if is_loop(&e) {
+            untrusted(path, "the state file is a symbolic link")
+        } else {
+            untrusted(path, format!("cannot open the state file: {e}"))
+        }
+    })?;
+    if created {
+        // The mode must not depend on the umask.
+        file.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| untrusted(path, format!("cannot set mode {}: {e}", octal(mode))))?;
+    }
+    let m = file
+        .metadata()
+        .map_err(|e| untrusted(path, format!("cannot stat the state file: {e}")))?;
+    judge_state_file(Facts::of(&m), euid, shared_group(dir_facts))
+        .map_err(|w| untrusted(path, format!("the state file {w}")))?;
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1124,5 +1195,63 @@ mod tests {
         let e = private_dir_as(t.path(), judge_as).unwrap_err();
         assert_eq!(e.path, t.path());
         assert!(e.what.contains(&want), "{e}");
+    }
+
+    #[test]
+    fn a_state_file_is_created_0600_and_opened_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        chmod(tmp.path(), 0o700);
+        let p = tmp.path().join("db.sqlite.breaker");
+        drop(open_state_file(&p).unwrap());
+        assert_eq!(mode_of(&p), 0o600);
+        assert!(open_state_file(&p).is_ok());
+    }
+
+    #[test]
+    fn a_state_file_that_is_a_link_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        chmod(tmp.path(), 0o700);
+        let target = tmp.path().join("elsewhere");
+        fs::write(&target, b"").unwrap();
+        chmod(&target, 0o600);
+        let p = tmp.path().join("db.sqlite.breaker");
+        symlink(&target, &p).unwrap();
+        let e = open_state_file(&p).unwrap_err();
+        assert!(e.what.contains("symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn a_state_file_others_or_the_group_can_write_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        chmod(tmp.path(), 0o700);
+        for perm in [0o602, 0o620, 0o666] {
+            let p = tmp.path().join(format!("b{perm:o}"));
+            fs::write(&p, b"x").unwrap();
+            chmod(&p, perm);
+            let e = open_state_file(&p).unwrap_err();
+            assert!(e.what.contains("writable by"), "{perm:o}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_state_file_of_someone_else_is_refused() {
+        let f = reg(0o600, OTHER);
+        assert!(judge_state_file(f, ME, None)
+            .unwrap_err()
+            .contains("owned by uid 1001"));
+        assert!(judge_state_file(reg(0o600, ME), ME, None).is_ok());
+        assert!(
+            judge_state_file(reg(0o660, OTHER), ME, Some(GID)).is_ok(),
+            "a shared dir"
+        );
+    }
+
+    #[test]
+    fn a_state_file_in_a_world_writable_directory_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        chmod(tmp.path(), 0o777);
+        let e = open_state_file(&tmp.path().join("b")).unwrap_err();
+        assert!(e.what.contains("writable by every user"), "{e}");
+        assert!(!tmp.path().join("b").exists());
     }
 }

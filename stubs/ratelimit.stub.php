@@ -107,6 +107,15 @@ namespace RateLimit {
          */
         public readonly bool $dryRun;
 
+        /**
+         * Who decided: "store" (the configured store, in its atomic step), "deny_cache" (a
+         * recent "rate" denial of this bucket repeated locally, without asking the store, until
+         * its wait is over), "fallback" (the primary store, e.g. Redis, was unavailable: this
+         * host's local SQLite file decided) or "fail_open" (no store could decide and
+         * ratelimit.fail_open=1 admitted the call: `$reason` is then "unavailable").
+         */
+        public readonly string $source;
+
         /** The scope of the bucket. */
         public readonly string $scope;
 
@@ -236,10 +245,17 @@ namespace {
      * - dry_run_denied: denials of shadow scopes (ratelimit.dry_run) answered allowed; each is
      *   counted under denied_rate or denied_inflight too
      * - retries: calls answered from a remembered admission of the same `$request_id`
+     * - redis_errors: failed calls to the primary store (Redis) behind the host's breaker
+     * - fallback_switches: times the host's breaker opened and decisions moved to the local
+     *   fallback (counted once per host, not per worker)
+     * - fallback_decisions: decisions made by the local fallback (each counted by its outcome too)
      * - entries (gauge): buckets stored now
      * - live_leases (gauge): leases live now
+     * - backend: "sqlite" or "redis" (ratelimit.backend)
+     * - breaker: the host's breaker in front of the primary store, "closed", "open" or
+     *   "half-open" ("closed" when there is none, as for SQLite)
      *
-     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, entries: int, live_leases: int}
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, breaker: string}
      *
      * @throws \RateLimit\Exception database not creatable or not ours
      */
@@ -252,8 +268,11 @@ namespace {
      * - ratelimit_info{backend, version} (gauge, always 1)
      * - ratelimit_decisions_total{result="allowed|rate|inflight|unavailable"}
      * - ratelimit_leases_expired_total, ratelimit_evicted_total, ratelimit_clock_regressions_total,
-     *   ratelimit_keys_migrated_total, ratelimit_reopened_total, ratelimit_storage_errors_total
+     *   ratelimit_keys_migrated_total, ratelimit_reopened_total, ratelimit_storage_errors_total,
+     *   ratelimit_dry_run_denied_total, ratelimit_retries_total, ratelimit_redis_errors_total,
+     *   ratelimit_fallback_switches_total, ratelimit_fallback_decisions_total
      * - ratelimit_entries, ratelimit_live_leases (gauges)
+     * - ratelimit_breaker_state (gauge): 0 closed (or no breaker), 1 half-open, 2 open
      *
      * No label ever names a subject or a pseudonym.
      *

@@ -1,5 +1,5 @@
 --TEST--
-Storage busy with ratelimit.fail_open=1: allowed, reason "unavailable", no lease, counted, logged once
+Storage busy with ratelimit.fail_open=1: allowed, reason "unavailable", source "fail_open", no lease, counted, logged once
 --EXTENSIONS--
 ratelimit
 --INI--
@@ -24,6 +24,7 @@ $d = ratelimit_acquire('busy', 10, 60, 1);
 $el = rl_since($t);
 ratelimit_acquire('busy', 10, 60, 1);   // a second admission within 10 s: no second log line
 echo "allowed=", var_export($d->allowed, true), " reason=$d->reason lease=", var_export($d->lease, true), " limit=$d->limit\n";
+echo "source=$d->source\n";
 rl_check('within busy_timeout_ms + 0.5 s', $el >= 0.05 && $el < 0.6, $el);
 var_dump(ratelimit_release($d));
 
@@ -44,6 +45,7 @@ rl_clean('busy_storage_fail_open');
 ?>
 --EXPECT--
 allowed=true reason=unavailable lease=NULL limit=10
+source=fail_open
 within busy_timeout_ms + 0.5 s: ok
 bool(false)
 remaining after: 9

@@ -23,8 +23,12 @@ FAMILIES = [
     ("ratelimit_storage_errors", "counter"),
     ("ratelimit_dry_run_denied", "counter"),
     ("ratelimit_retries", "counter"),
+    ("ratelimit_redis_errors", "counter"),
+    ("ratelimit_fallback_switches", "counter"),
+    ("ratelimit_fallback_decisions", "counter"),
     ("ratelimit_entries", "gauge"),
     ("ratelimit_live_leases", "gauge"),
+    ("ratelimit_breaker_state", "gauge"),
 ]
 
 # Each key of ratelimit_stats(): (sample name, labels).
@@ -41,9 +45,16 @@ SAMPLES = {
     "storage_errors": ("ratelimit_storage_errors_total", {}),
     "dry_run_denied": ("ratelimit_dry_run_denied_total", {}),
     "retries": ("ratelimit_retries_total", {}),
+    "redis_errors": ("ratelimit_redis_errors_total", {}),
+    "fallback_switches": ("ratelimit_fallback_switches_total", {}),
+    "fallback_decisions": ("ratelimit_fallback_decisions_total", {}),
     "entries": ("ratelimit_entries", {}),
     "live_leases": ("ratelimit_live_leases", {}),
 }
+
+# The two keys of ratelimit_stats() that are words, not numbers.
+WORDS = ["backend", "breaker"]
+BREAKER = {"closed": 0, "half-open": 1, "open": 2}
 
 
 def fail(why):
@@ -76,12 +87,18 @@ def main():
         pair = json.load(fh)
     text, stats, top = pair["metrics"], pair["stats"], pair["top"]
     families, samples = parse(text)
-    if sorted(stats) != sorted(SAMPLES):
+    if sorted(stats) != sorted(list(SAMPLES) + WORDS):
         fail(f"stats keys {sorted(stats)}")
     for key, (name, labels) in SAMPLES.items():
         value = samples.get((name, tuple(sorted(labels.items()))))
         if value != stats[key]:
             fail(f"{key}: metrics {value}, ratelimit_stats() {stats[key]}")
+    info = [ls for (n, ls) in samples if n == "ratelimit_info"]
+    if [dict(ls).get("backend") for ls in info] != [stats["backend"]]:
+        fail(f"backend: metrics {info}, ratelimit_stats() {stats['backend']!r}")
+    breaker = samples.get(("ratelimit_breaker_state", ()))
+    if breaker != BREAKER.get(stats["breaker"]):
+        fail(f"breaker: metrics {breaker}, ratelimit_stats() {stats['breaker']!r}")
     labels = {k for (_, ls) in samples for (k, _) in ls}
     if labels != {"backend", "version", "result"}:
         fail(f"label names {sorted(labels)}")

@@ -1,6 +1,7 @@
 //! The host-wide (or site-wide) counters of `ratelimit_stats()`. Every backend maps a decision's
 //! reason to a counter the same way, through [`Counters::record`].
 
+use super::breaker::BreakerState;
 use super::decision::{Reason, Verdict};
 
 /// Counts since the store was created, summed over all workers.
@@ -25,6 +26,15 @@ pub struct Counters {
     pub dry_run_denied: u64,
     /// Calls answered from a remembered admission of the same request id, taking nothing.
     pub retries: u64,
+    /// Failed calls to the primary store behind a breaker (Redis), of any kind, including
+    /// the failed probes; calls the open breaker refused are not calls and are not counted.
+    pub redis_errors: u64,
+    /// Times this host switched from the primary store to its local fallback (the host's
+    /// breaker going from closed to open): once per host and opening, not per worker.
+    pub fallback_switches: u64,
+    /// Decisions made by the local fallback while the primary was unavailable (each counted
+    /// under its reason too).
+    pub fallback_decisions: u64,
 }
 
 impl Counters {
@@ -57,6 +67,9 @@ impl Counters {
         self.storage_errors += o.storage_errors;
         self.dry_run_denied += o.dry_run_denied;
         self.retries += o.retries;
+        self.redis_errors += o.redis_errors;
+        self.fallback_switches += o.fallback_switches;
+        self.fallback_decisions += o.fallback_decisions;
     }
 
     pub fn is_zero(&self) -> bool {
@@ -79,12 +92,15 @@ impl Counters {
             "storage_errors" => &mut self.storage_errors,
             "dry_run_denied" => &mut self.dry_run_denied,
             "retries" => &mut self.retries,
+            "redis_errors" => &mut self.redis_errors,
+            "fallback_switches" => &mut self.fallback_switches,
+            "fallback_decisions" => &mut self.fallback_decisions,
             _ => return None,
         })
     }
 
     /// Named pairs, in the order `ratelimit_stats()` lists them.
-    pub fn named(&self) -> [(&'static str, u64); 12] {
+    pub fn named(&self) -> [(&'static str, u64); 15] {
         [
             ("allowed", self.allowed),
             ("denied_rate", self.denied_rate),
@@ -98,11 +114,14 @@ impl Counters {
             ("storage_errors", self.storage_errors),
             ("dry_run_denied", self.dry_run_denied),
             ("retries", self.retries),
+            ("redis_errors", self.redis_errors),
+            ("fallback_switches", self.fallback_switches),
+            ("fallback_decisions", self.fallback_decisions),
         ]
     }
 }
 
-/// The counters and two gauges.
+/// The counters and gauges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
     pub counters: Counters,
@@ -110,6 +129,9 @@ pub struct Stats {
     pub entries: u64,
     /// Leases not yet expired nor released.
     pub live_leases: u64,
+    /// The state of the host's breaker in front of the primary store; None for a store
+    /// without one (`ratelimit_stats()` then says "closed").
+    pub breaker: Option<BreakerState>,
 }
 
 #[cfg(test)]
@@ -165,12 +187,15 @@ mod tests {
             storage_errors: 10,
             dry_run_denied: 11,
             retries: 12,
+            redis_errors: 13,
+            fallback_switches: 14,
+            fallback_decisions: 15,
         };
         let mut sum = one;
         sum.add(&one);
         assert_eq!(
             sum.named().map(|(_, v)| v),
-            [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24]
+            [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]
         );
         assert!(!sum.is_zero() && Counters::default().is_zero());
     }

@@ -27,6 +27,32 @@ impl Reason {
     }
 }
 
+/// Who made a decision: the store itself, or one of the wrappers that stand in for it (see
+/// `crate::storage`'s `DenyCache` and `Fallback`), or the limiter's fail-open policy. An
+/// operator reading a decision (or a log of them) can tell a real one from a stand-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The configured store decided, in its atomic step.
+    Store,
+    /// A local copy of a recent `rate` denial answered, without asking the store.
+    DenyCache,
+    /// The primary store was unavailable: this host's local store decided.
+    Fallback,
+    /// No store could decide and `ratelimit.fail_open` admitted the call.
+    FailOpen,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Store => "store",
+            Source::DenyCache => "deny_cache",
+            Source::Fallback => "fallback",
+            Source::FailOpen => "fail_open",
+        }
+    }
+}
+
 /// What a caller is told. Times in milliseconds from the decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
@@ -43,13 +69,16 @@ pub struct Verdict {
     pub dry_run: bool,
     /// The answer remembered for a request id (a retry): it took nothing now.
     pub retried: bool,
+    /// Who decided.
+    pub source: Source,
 }
 
 /// What a retry of an "unavailable" decision should wait: an estimate, since nothing is known.
 pub const UNAVAILABLE_RETRY_MS: u64 = 1_000;
 
 impl Verdict {
-    /// A decision that could not be made; allowed only when the operator chose to fail open.
+    /// A decision that could not be made; allowed only when the operator chose to fail open
+    /// (then its source is [`Source::FailOpen`]; a denial is still the store's answer).
     pub fn unavailable(fail_open: bool) -> Self {
         Self {
             allowed: fail_open,
@@ -60,6 +89,11 @@ impl Verdict {
             next_token_ms: 0,
             dry_run: false,
             retried: false,
+            source: if fail_open {
+                Source::FailOpen
+            } else {
+                Source::Store
+            },
         }
     }
 
@@ -151,6 +185,7 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
         next_token_ms: bucket.wait_for_next_token(p, now),
         dry_run,
         retried: false,
+        source: Source::Store,
     };
     Decided {
         bucket,
@@ -288,6 +323,26 @@ mod tests {
         assert!(!Verdict::unavailable(false).allowed);
         assert!(Verdict::unavailable(true).allowed);
         assert_eq!(Verdict::unavailable(true).reason, Reason::Unavailable);
+    }
+
+    #[test]
+    fn a_fail_open_admission_says_so_and_a_store_decision_too() {
+        assert_eq!(Verdict::unavailable(true).source, Source::FailOpen);
+        assert_eq!(Verdict::unavailable(false).source, Source::Store);
+        let d = decide(None, &ask(1, 1_000, 1, 0), Slots::default(), 0);
+        assert_eq!(d.verdict.source, Source::Store);
+    }
+
+    #[test]
+    fn sources_have_their_documented_names() {
+        let names = [
+            Source::Store,
+            Source::DenyCache,
+            Source::Fallback,
+            Source::FailOpen,
+        ]
+        .map(Source::as_str);
+        assert_eq!(names, ["store", "deny_cache", "fallback", "fail_open"]);
     }
 
     #[test]

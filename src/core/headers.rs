@@ -41,6 +41,7 @@ mod tests {
             next_token_ms: next,
             dry_run: false,
             retried: false,
+            source: crate::core::decision::Source::Store,
         }
     }
 

@@ -3,6 +3,7 @@
 //! and sends the text out. Labels name a result or the backend, never a subject nor a
 //! pseudonym.
 
+use super::breaker::BreakerState;
 use super::counters::Stats;
 use std::fmt::Write;
 
@@ -93,7 +94,7 @@ pub fn valid_label_name(s: &str) -> bool {
 }
 
 /// The counters other than decisions: (metric name, help), each a `_total` counter.
-const COUNTERS: [(&str, &str); 8] = [
+const COUNTERS: [(&str, &str); 11] = [
     (
         "ratelimit_leases_expired_total",
         "Leases that reached ratelimit.lease_ttl without being released.",
@@ -126,10 +127,25 @@ const COUNTERS: [(&str, &str); 8] = [
         "ratelimit_retries_total",
         "Calls with a request id answered as the first one was, taking nothing.",
     ),
+    (
+        "ratelimit_redis_errors_total",
+        "Failed calls to the primary store (Redis) behind the breaker, of any kind.",
+    ),
+    (
+        "ratelimit_fallback_switches_total",
+        "Times this host's breaker opened and decisions moved to the local fallback (once per host).",
+    ),
+    (
+        "ratelimit_fallback_decisions_total",
+        "Decisions made by the local fallback while the primary store was unavailable.",
+    ),
 ];
 
+/// The breaker gauge's help: its values are those of [`BreakerState::gauge`].
+const BREAKER_HELP: &str = "The host's breaker in front of the primary store: 0 closed (or none), 1 half-open (one probe let through), 2 open (the primary is not asked).";
+
 /// Every metric family, in the order they are written: (name, type). The README lists them.
-pub const NAMES: [(&str, Kind); 12] = [
+pub const NAMES: [(&str, Kind); 16] = [
     ("ratelimit_info", Kind::Gauge),
     ("ratelimit_decisions_total", Kind::Counter),
     (COUNTERS[0].0, Kind::Counter),
@@ -140,8 +156,12 @@ pub const NAMES: [(&str, Kind); 12] = [
     (COUNTERS[5].0, Kind::Counter),
     (COUNTERS[6].0, Kind::Counter),
     (COUNTERS[7].0, Kind::Counter),
+    (COUNTERS[8].0, Kind::Counter),
+    (COUNTERS[9].0, Kind::Counter),
+    (COUNTERS[10].0, Kind::Counter),
     ("ratelimit_entries", Kind::Gauge),
     ("ratelimit_live_leases", Kind::Gauge),
+    ("ratelimit_breaker_state", Kind::Gauge),
 ];
 
 /// The host-wide stats as exposition text. `backend` and `version` go into `ratelimit_info`.
@@ -180,6 +200,9 @@ pub fn render(stats: &Stats, backend: &str, version: &str) -> String {
         c.storage_errors,
         c.dry_run_denied,
         c.retries,
+        c.redis_errors,
+        c.fallback_switches,
+        c.fallback_decisions,
     ];
     for ((name, help), value) in COUNTERS.iter().zip(values) {
         e.family(name, Kind::Counter, help).sample(name, &[], value);
@@ -192,6 +215,9 @@ pub fn render(stats: &Stats, backend: &str, version: &str) -> String {
         "Leases not yet expired nor released.",
     )
     .sample("ratelimit_live_leases", &[], stats.live_leases);
+    let breaker = stats.breaker.unwrap_or(BreakerState::Closed);
+    e.family("ratelimit_breaker_state", Kind::Gauge, BREAKER_HELP)
+        .sample("ratelimit_breaker_state", &[], breaker.gauge());
     e.into_text()
 }
 
@@ -215,9 +241,13 @@ mod tests {
                 storage_errors: 20,
                 dry_run_denied: 23,
                 retries: 24,
+                redis_errors: 25,
+                fallback_switches: 26,
+                fallback_decisions: 27,
             },
             entries: 21,
             live_leases: 22,
+            breaker: Some(BreakerState::Open),
         }
     }
 
@@ -250,8 +280,12 @@ mod tests {
             ("ratelimit_storage_errors_total", 20),
             ("ratelimit_dry_run_denied_total", 23),
             ("ratelimit_retries_total", 24),
+            ("ratelimit_redis_errors_total", 25),
+            ("ratelimit_fallback_switches_total", 26),
+            ("ratelimit_fallback_decisions_total", 27),
             ("ratelimit_entries", 21),
             ("ratelimit_live_leases", 22),
+            ("ratelimit_breaker_state", 2),
         ];
         let want: Vec<(String, u64)> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         assert_eq!(got, want);
@@ -278,6 +312,27 @@ mod tests {
         }
         let families = lines.iter().filter(|l| l.starts_with("# TYPE ")).count();
         assert_eq!(families, NAMES.len());
+    }
+
+    #[test]
+    fn a_store_without_a_breaker_reports_it_closed() {
+        let s = Stats {
+            breaker: None,
+            ..stats()
+        };
+        assert!(render(&s, "sqlite", "0.1.0").contains("\nratelimit_breaker_state 0\n"));
+        for (state, v) in [
+            (BreakerState::Closed, 0),
+            (BreakerState::HalfOpen, 1),
+            (BreakerState::Open, 2),
+        ] {
+            let s = Stats {
+                breaker: Some(state),
+                ..stats()
+            };
+            let want = format!("\nratelimit_breaker_state {v}\n");
+            assert!(render(&s, "redis", "0.1.0").contains(&want), "{state:?}");
+        }
     }
 
     #[test]

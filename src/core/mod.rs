@@ -2,6 +2,7 @@
 //! configuration parsing and response headers. No PHP, no I/O, time passed in: everything here
 //! is tested by `cargo test --no-default-features`, and a second storage backend reuses it.
 
+pub mod breaker;
 pub mod bucket;
 pub mod config;
 pub mod counters;

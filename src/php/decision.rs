@@ -98,6 +98,12 @@ impl Decision {
         self.verdict.dry_run
     }
 
+    /// Who decided: "store", "deny_cache", "fallback" or "fail_open".
+    #[php(getter)]
+    pub fn get_source(&self) -> String {
+        self.verdict.source.as_str().to_string()
+    }
+
     /// The scope the bucket belongs to.
     #[php(getter)]
     pub fn get_scope(&self) -> String {

@@ -221,15 +221,26 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
         Call::new(ex, "ratelimit_stats", &[])?;
         let config = ini::config();
         let s = worker::with(&config, |l| l.stats().map_err(Error::Store))?;
+        let internal = |e: ext_php_rs::error::Error| Error::Internal(e.to_string());
         let mut table = ZendHashTable::new();
         let gauges = [("entries", s.entries), ("live_leases", s.live_leases)];
         for (name, value) in s.counters.named().into_iter().chain(gauges) {
-            table
-                .insert(name, value as i64)
-                .map_err(|e| Error::Internal(e.to_string()))?;
+            table.insert(name, value as i64).map_err(internal)?;
         }
+        table
+            .insert("backend", config.backend.as_str())
+            .map_err(internal)?;
+        table
+            .insert("breaker", breaker_state(&s).as_str())
+            .map_err(internal)?;
         to_zval(table)
     })
+}
+
+/// The breaker's state as `ratelimit_stats()` says it: "closed" for a store without one.
+fn breaker_state(s: &crate::storage::Stats) -> crate::core::breaker::BreakerState {
+    s.breaker
+        .unwrap_or(crate::core::breaker::BreakerState::Closed)
 }
 
 extern "C" fn ratelimit_metrics(ex: &mut ExecuteData, retval: &mut Zval) {
@@ -239,7 +250,7 @@ extern "C" fn ratelimit_metrics(ex: &mut ExecuteData, retval: &mut Zval) {
         let s = worker::with(&config, |l| l.stats().map_err(Error::Store))?;
         to_zval(crate::core::metrics::render(
             &s,
-            "sqlite",
+            config.backend.as_str(),
             env!("CARGO_PKG_VERSION"),
         ))
     })

@@ -2,11 +2,15 @@
 //! opened lazily on the first call (never in module startup, which under FPM runs in the master
 //! before fork) and reopened when the process finds itself forked.
 
-use crate::core::config::{Backend, Config};
+use crate::core::config::{Backend, Config, Fallback};
 use crate::keyring::KeyRing;
 use crate::limiter::{Limiter, Settings};
 use crate::opslog::OpsLog;
 use crate::php::error::Error;
+use crate::storage::breaker::Breaker;
+use crate::storage::denycache::DenyCache;
+use crate::storage::fallback::{Fallback as FallbackStore, LocalStore};
+use crate::storage::hostbreaker::HostBreaker;
 use crate::storage::redis::{self, RedisSettings, RedisStore, Target};
 use crate::storage::sqlite::SqliteStore;
 use crate::storage::{system_clock, Clock, ErrorKind, Store, StoreError};
@@ -134,9 +138,56 @@ fn open_store(
                 timeout_ms: r.timeout_ms,
                 flush_ms: redis::FLUSH_MS,
             };
-            Box::new(RedisStore::new(settings, None, clock, Arc::clone(log)))
+            let redis = Box::new(RedisStore::new(
+                settings,
+                None,
+                Arc::clone(&clock),
+                Arc::clone(log),
+            ));
+            // The breaker's state is the host's: every worker reads it before asking Redis.
+            let shared =
+                HostBreaker::open(&HostBreaker::path_for(db_path)).map_err(Error::Store)?;
+            // A probe whose worker died frees its slot after twice the timeout.
+            let probe_ms = r.timeout_ms.saturating_mul(2).saturating_add(50);
+            let breaker = Box::new(Breaker::new(
+                redis,
+                shared,
+                r.breaker,
+                probe_ms,
+                Arc::clone(&clock),
+                Arc::clone(log),
+            ));
+            let local: Option<LocalStore> = match r.fallback {
+                Fallback::None => None,
+                Fallback::Local => {
+                    let (db, busy, max) = (
+                        db_path.to_path_buf(),
+                        config.sqlite.busy_timeout_ms,
+                        config.sqlite.max_entries,
+                    );
+                    let (clock, log) = (Arc::clone(&clock), Arc::clone(log));
+                    Some(Box::new(move || {
+                        Ok(Box::new(SqliteStore::new(
+                            &db,
+                            busy,
+                            max,
+                            Arc::clone(&clock),
+                            Arc::clone(&log),
+                        )) as Box<dyn Store>)
+                    }))
+                }
+            };
+            let fallback = Box::new(FallbackStore::new(breaker, local, Arc::clone(log)));
+            Box::new(DenyCache::new(fallback, monotonic_clock()))
         }
     })
+}
+
+/// Milliseconds since this process first asked: a clock that never steps back, for the deny
+/// cache's deadlines.
+fn monotonic_clock() -> Clock {
+    let start = std::time::Instant::now();
+    Arc::new(move || start.elapsed().as_millis().min(i64::MAX as u128) as i64)
 }
 
 /// At request end: releases the leases this process took during the request and still holds.

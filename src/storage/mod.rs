@@ -3,6 +3,10 @@
 //! any store. Every method is one atomic step of the backend (one SQLite write transaction, one
 //! Redis script) and uses [`crate::core`] for the arithmetic, so all backends decide alike.
 
+pub mod breaker;
+pub mod denycache;
+pub mod fallback;
+pub mod hostbreaker;
 pub mod redis;
 pub mod sqlite;
 
@@ -14,6 +18,7 @@ use crate::core::subject::BucketKey;
 use std::fmt;
 use std::sync::Arc;
 
+pub use crate::core::breaker::BreakerState;
 pub use crate::core::counters::{Counters, Stats};
 pub use crate::core::top::BucketView;
 
@@ -204,4 +209,35 @@ pub trait Store {
         let _ = unwritten;
         Ok(())
     }
+
+    /// The state of the breaker in front of this store's primary, if there is one (see
+    /// [`breaker::Breaker`]); wrappers pass it on.
+    fn breaker(&mut self) -> Option<BreakerState> {
+        None
+    }
+
+    /// How many times this process opened the host's breaker (closed to open) since it was
+    /// last asked. Each opening is made by exactly one process of the host (under the breaker
+    /// file's lock), so a caller counting these counts each opening once per host.
+    fn take_openings(&mut self) -> u64 {
+        0
+    }
+
+    /// Adds denials of these buckets that were answered without the store (a deny cache's) to
+    /// the buckets' own counts, for the pressure view. A store without per-bucket counts, or a
+    /// bucket gone since, takes nothing.
+    fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError> {
+        let _ = denials;
+        Ok(())
+    }
+
+    /// Hands over the counts this store holds until its next successful step (a breaker's
+    /// `redis_errors`): the caller, which can write them elsewhere (a fallback), takes them
+    /// on, and the store forgets them.
+    fn take_unwritten(&mut self) -> Counters {
+        Counters::default()
+    }
 }
+
+#[cfg(test)]
+pub(crate) mod fake;

@@ -66,6 +66,9 @@ pub const NONE: Counters = Counters {
     storage_errors: 0,
     dry_run_denied: 0,
     retries: 0,
+    redis_errors: 0,
+    fallback_switches: 0,
+    fallback_decisions: 0,
 };
 
 fn allowed<S: Store>(s: &mut S, k: &BucketKey, a: &Ask) -> bool {
@@ -282,8 +285,12 @@ pub fn counts_of_reset_buckets_stay_in_the_totals<B: Backend>(b: &B) {
 pub fn unwritten_counts_are_added_by_the_next_step<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
+    // The breaker's and the fallback's counts reach whichever store decides next.
     let carried = Counters {
         unavailable: 3,
+        redis_errors: 1,
+        fallback_switches: 2,
+        fallback_decisions: 4,
         ..NONE
     };
     s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &carried)
@@ -291,6 +298,10 @@ pub fn unwritten_counts_are_added_by_the_next_step<B: Backend>(b: &B) {
     s.reset(&key(9), &carried).unwrap();
     let c = b.open(clock.clock()).stats().unwrap().counters;
     assert_eq!((c.unavailable, c.allowed), (6, 1));
+    assert_eq!(
+        (c.redis_errors, c.fallback_switches, c.fallback_decisions),
+        (2, 4, 8)
+    );
 }
 
 pub fn scopes_of_one_subject_are_separate_buckets<B: Backend>(b: &B) {

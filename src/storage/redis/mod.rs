@@ -19,7 +19,7 @@ pub use conn::Target;
 
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::counters::{Counters, Stats};
-use crate::core::decision::{self, Ask, Reason, Verdict};
+use crate::core::decision::{self, Ask, Reason, Source, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::{LeaseId, LeaseToken};
 use crate::core::subject::BucketKey;
@@ -41,6 +41,7 @@ struct Scripts {
     release: Script,
     record_key: Script,
     add_counts: Script,
+    add_denials: Script,
 }
 
 fn scripts() -> &'static Scripts {
@@ -54,6 +55,7 @@ fn scripts() -> &'static Scripts {
             release: with_bucket(include_str!("lua/release.lua")),
             record_key: Script::new(include_str!("lua/record_key.lua")),
             add_counts: Script::new(include_str!("lua/add_counts.lua")),
+            add_denials: with_bucket(include_str!("lua/add_denials.lua")),
         }
     })
 }
@@ -330,6 +332,7 @@ impl Store for RedisStore {
             next_token_ms,
             dry_run,
             retried,
+            source: Source::Store,
         };
         let mut counts = Counters::default();
         if retried {
@@ -418,6 +421,7 @@ impl Store for RedisStore {
             counters,
             entries: buckets.len() as u64,
             live_leases: live,
+            breaker: None,
         })
     }
 
@@ -463,6 +467,16 @@ impl Store for RedisStore {
         top::order(&mut views);
         views.truncate(n);
         Ok(views)
+    }
+
+    fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError> {
+        for (key, n) in denials {
+            let bucket = self.bucket_key(key);
+            let n = n.to_string();
+            self.conn
+                .call(|c| scripts().add_denials.key(&bucket).arg(&n).invoke::<()>(c))?;
+        }
+        Ok(())
     }
 
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {

@@ -180,6 +180,8 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
          clock_regressions = clock_regressions + ?7, keys_migrated = keys_migrated + ?8,
          reopened = reopened + ?9, storage_errors = storage_errors + ?10,
          dry_run_denied = dry_run_denied + ?13, retries = retries + ?14, requests = requests + ?15,
+         redis_errors = redis_errors + ?16, fallback_switches = fallback_switches + ?17,
+         fallback_decisions = fallback_decisions + ?18,
          entries = entries + ?11, drain_floor = min(drain_floor, ?12) WHERE id = 0",
     )?
     .execute(params![
@@ -197,7 +199,10 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
         delta.drainable_at.unwrap_or(i64::MAX),
         c.dry_run_denied as i64,
         c.retries as i64,
-        delta.requests
+        delta.requests,
+        c.redis_errors as i64,
+        c.fallback_switches as i64,
+        c.fallback_decisions as i64
     ])?;
     Ok(())
 }
@@ -231,7 +236,8 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
     let mut s = tx.query_row(
         "SELECT s.allowed + b.allowed, s.denied_rate + b.denied_rate,
          s.denied_inflight + b.denied_inflight, s.unavailable, s.leases_expired, s.evicted,
-         s.clock_regressions, s.keys_migrated, s.reopened, s.storage_errors, s.entries, s.dry_run_denied, s.retries FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
+         s.clock_regressions, s.keys_migrated, s.reopened, s.storage_errors, s.entries, s.dry_run_denied, s.retries,
+         s.redis_errors, s.fallback_switches, s.fallback_decisions FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
          coalesce(sum(denied_rate), 0) AS denied_rate, coalesce(sum(denied_inflight), 0) AS denied_inflight
          FROM buckets) b WHERE s.id = 0",
         [],
@@ -251,9 +257,13 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
                     storage_errors: n(9)?,
                     dry_run_denied: n(11)?,
                     retries: n(12)?,
+                    redis_errors: n(13)?,
+                    fallback_switches: n(14)?,
+                    fallback_decisions: n(15)?,
                 },
                 entries: n(10)?,
                 live_leases: 0,
+                breaker: None,
             })
         },
     )?;

@@ -519,6 +519,7 @@ fn remembered(
             next_token_ms: n(next_token),
             dry_run: false,
             retried: true,
+            source: decision::Source::Store,
         },
         lease: lease.map(|id| LeaseToken {
             id: LeaseId(id),

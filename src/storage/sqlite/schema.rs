@@ -39,6 +39,10 @@ CREATE TABLE IF NOT EXISTS stats (
     storage_errors INTEGER NOT NULL DEFAULT 0,
     dry_run_denied INTEGER NOT NULL DEFAULT 0,
     retries INTEGER NOT NULL DEFAULT 0,
+    -- The Redis backend's counters, written here when this file is its local fallback.
+    redis_errors INTEGER NOT NULL DEFAULT 0,
+    fallback_switches INTEGER NOT NULL DEFAULT 0,
+    fallback_decisions INTEGER NOT NULL DEFAULT 0,
     requests INTEGER NOT NULL DEFAULT 0, -- rows in requests, kept in step like entries
     entries INTEGER NOT NULL DEFAULT 0,  -- rows in buckets, kept in step so no COUNT(*) is needed
     -- No bucket can be drained (full again, no live lease) before this time; 0: unknown.
@@ -69,7 +73,7 @@ CREATE TABLE IF NOT EXISTS keyring (
 
 /// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only
 /// short-lived limits, which start afresh.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 const DROP_OLD_SCHEMA: &str =
     "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;

@@ -1,0 +1,575 @@
+//! [`DenyCache`]: a `rate` denial repeated locally, without asking the store, until it is
+//! over: a client hammering a bucket it has emptied costs the store one call per wait, not one
+//! per request.
+//!
+//! After the store denies bucket B for tokens (`rate`) at policy P and cost C with a wait of R
+//! ms, later calls for B with the same P and a cost of at least C are denied here until
+//! `t_sent + R`, where `t_sent` is this wrapper's clock read *before* it called the store. That
+//! makes it exact, never a denial the store would not have given: the store decided at some
+//! `t_d >= t_sent`, when B needed R more ms of refill for C tokens, so it holds fewer than C
+//! (and than any larger cost) until `t_d + R >= t_sent + R`. (Refill is the only way tokens
+//! come back; a reset of B through this wrapper drops its entry; a reset made by another
+//! process is not seen, and B stays denied here until the wait ends, as it was told.)
+//!
+//! Not cached: `inflight` denials (a release may free a slot at any time), shadow scopes
+//! (`dry_run`: their denials are answered allowed, and so must be counted by the store), calls
+//! with a request id (their answer is remembered by the store), decisions not made by the
+//! store itself (a fallback's). A local denial has source [`Source::DenyCache`], `remaining`
+//! 0, the rest of R as `retry_after_ms`, and is counted as `denied_rate`, passed down in
+//! `unwritten` with the next call and cleared when that succeeds.
+
+use super::{Acquired, BucketView, Clock, Counters, Stats, Store, StoreError};
+use crate::core::breaker::BreakerState;
+use crate::core::bucket::Policy;
+use crate::core::decision::{Ask, Reason, Source, Verdict};
+use crate::core::keyswitch::{Fingerprint, KeyRecord};
+use crate::core::lease::LeaseToken;
+use crate::core::subject::{BucketKey, Pseudonym};
+use std::collections::HashMap;
+
+/// Most buckets remembered; when full, expired entries are dropped, and if none was, all.
+pub const MAX_ENTRIES: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    policy: Policy,
+    cost: u64,
+    /// `t_sent + R`: denied here before it.
+    until: i64,
+    /// The store's answer at `t_sent`, for the fields a local denial repeats.
+    verdict: Verdict,
+    sent: i64,
+}
+
+pub struct DenyCache {
+    inner: Box<dyn Store>,
+    clock: Clock,
+    entries: HashMap<Pseudonym, Entry>,
+    held: Counters,
+    /// Local denials per bucket, not yet added to the store's own counts (for the pressure
+    /// view), and when they last were: at most once a second, at `top` and at the end.
+    denied: HashMap<Pseudonym, (BucketKey, u64)>,
+    denials_sent: i64,
+}
+
+/// How often local denials are added to their buckets' counts in the store.
+const DENIALS_EVERY_MS: i64 = 1_000;
+
+impl DenyCache {
+    /// `clock`: monotonic milliseconds (only differences are used).
+    pub fn new(inner: Box<dyn Store>, clock: Clock) -> Self {
+        Self {
+            inner,
+            clock,
+            entries: HashMap::new(),
+            held: Counters::default(),
+            denied: HashMap::new(),
+            denials_sent: 0,
+        }
+    }
+
+    /// Buckets remembered now.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn cacheable(ask: &Ask) -> bool {
+        !ask.dry_run && ask.request.is_none()
+    }
+
+    /// The local denial for `ask` at `now`, if the remembered one covers it.
+    fn lookup(&mut self, key: &BucketKey, ask: &Ask, now: i64) -> Option<Verdict> {
+        let e = *self.entries.get(&key.bucket)?;
+        if now >= e.until || now < e.sent {
+            self.entries.remove(&key.bucket);
+            return None;
+        }
+        if e.policy != ask.policy || ask.cost < e.cost {
+            return None;
+        }
+        let elapsed = (now - e.sent) as u64;
+        Some(Verdict {
+            allowed: false,
+            reason: Reason::Rate,
+            remaining: 0,
+            retry_after_ms: (e.until - now) as u64,
+            reset_after_ms: e.verdict.reset_after_ms.saturating_sub(elapsed),
+            next_token_ms: e.verdict.next_token_ms.saturating_sub(elapsed),
+            dry_run: false,
+            retried: false,
+            source: Source::DenyCache,
+        })
+    }
+
+    fn remember(&mut self, key: &BucketKey, ask: &Ask, v: &Verdict, sent: i64) {
+        let store_rate_denial = !v.allowed
+            && v.reason == Reason::Rate
+            && !v.dry_run
+            && v.source == Source::Store
+            && v.retry_after_ms > 0;
+        if !store_rate_denial {
+            return;
+        }
+        if self.entries.len() >= MAX_ENTRIES && !self.entries.contains_key(&key.bucket) {
+            let now = (self.clock)();
+            self.entries.retain(|_, e| now < e.until && now >= e.sent);
+            if self.entries.len() >= MAX_ENTRIES {
+                self.entries.clear();
+            }
+        }
+        self.entries.insert(
+            key.bucket,
+            Entry {
+                policy: ask.policy,
+                cost: ask.cost,
+                until: sent.saturating_add(v.retry_after_ms.min(i64::MAX as u64) as i64),
+                verdict: *v,
+                sent,
+            },
+        );
+    }
+
+    /// `unwritten` with the held counts.
+    fn carried(&self, unwritten: &Counters) -> Counters {
+        let mut c = *unwritten;
+        c.add(&self.held);
+        c
+    }
+
+    /// Adds the local denials to their buckets in the store, when due (`force`: now). Kept
+    /// for the next try when the store fails; best effort, like the view it feeds.
+    fn send_denials(&mut self, force: bool) {
+        let now = (self.clock)();
+        if self.denied.is_empty() || (!force && now - self.denials_sent < DENIALS_EVERY_MS) {
+            return;
+        }
+        self.denials_sent = now;
+        let batch: Vec<(BucketKey, u64)> = self.denied.values().copied().collect();
+        if self.inner.add_denials(&batch).is_ok() {
+            self.denied.clear();
+        }
+    }
+
+    fn settle<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        if r.is_ok() {
+            self.held = Counters::default();
+        }
+        r
+    }
+}
+
+impl Store for DenyCache {
+    fn acquire(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<Acquired, StoreError> {
+        let sent = (self.clock)();
+        if Self::cacheable(ask) {
+            if let Some(verdict) = self.lookup(key, ask, sent) {
+                self.held.record(Reason::Rate);
+                self.denied
+                    .entry(key.bucket)
+                    .or_insert((
+                        BucketKey {
+                            previous: None,
+                            ..*key
+                        },
+                        0,
+                    ))
+                    .1 += 1;
+                if self.denied.len() >= MAX_ENTRIES {
+                    self.send_denials(true);
+                    self.denied.clear();
+                }
+                return Ok(Acquired {
+                    verdict,
+                    lease: None,
+                });
+            }
+        }
+        let carried = self.carried(unwritten);
+        let r = self.inner.acquire(key, ask, lease_ttl_ms, &carried);
+        let a = self.settle(r)?;
+        if Self::cacheable(ask) {
+            self.remember(key, ask, &a.verdict, sent);
+        }
+        Ok(a)
+    }
+
+    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
+        self.inner.peek(key, policy)
+    }
+
+    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
+        let carried = self.carried(unwritten);
+        let r = self.inner.release(leases, &carried);
+        self.settle(r)
+    }
+
+    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
+        self.entries.remove(&key.bucket);
+        let carried = self.carried(unwritten);
+        let r = self.inner.reset(key, &carried);
+        self.settle(r)
+    }
+
+    fn stats(&mut self) -> Result<Stats, StoreError> {
+        let mut s = self.inner.stats()?;
+        s.counters.add(&self.held);
+        Ok(s)
+    }
+
+    fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
+        self.send_denials(true);
+        self.inner.top(n)
+    }
+
+    fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
+        self.inner.key_record()
+    }
+
+    fn record_key(
+        &mut self,
+        new: &KeyRecord,
+        expected: Option<&Fingerprint>,
+    ) -> Result<bool, StoreError> {
+        self.inner.record_key(new, expected)
+    }
+
+    fn tick(&mut self) {
+        self.send_denials(false);
+        self.inner.tick();
+    }
+
+    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
+        self.send_denials(true);
+        let carried = self.carried(unwritten);
+        let r = self.inner.flush(&carried);
+        self.settle(r)
+    }
+
+    fn breaker(&mut self) -> Option<BreakerState> {
+        self.inner.breaker()
+    }
+
+    fn take_openings(&mut self) -> u64 {
+        self.inner.take_openings()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::decision::Request;
+    use crate::storage::fake::{key, Fake, Manual};
+    use crate::storage::ErrorKind;
+
+    /// 1 token per second, bucket of 1.
+    fn ask(cost: u64) -> Ask {
+        Ask::new(Policy::new(2, 2_000).unwrap(), cost, 0)
+    }
+
+    struct T {
+        time: Manual,
+        store: Fake,
+        cache: DenyCache,
+    }
+
+    fn setup() -> T {
+        let time = Manual::at(10_000);
+        let store = Fake::new(time.clock());
+        let cache = DenyCache::new(store.boxed(), time.clock());
+        T { time, store, cache }
+    }
+
+    fn acquire(t: &mut T, a: &Ask) -> Acquired {
+        t.cache
+            .acquire(&key(1), a, 60_000, &Counters::default())
+            .unwrap()
+    }
+
+    /// Empties the bucket (2 tokens) and gets the store's denial: wait 1000 ms for 1 token.
+    fn denied(t: &mut T) -> Acquired {
+        acquire(t, &ask(1));
+        acquire(t, &ask(1));
+        let d = acquire(t, &ask(1));
+        assert_eq!(
+            (d.verdict.reason, d.verdict.source),
+            (Reason::Rate, Source::Store)
+        );
+        assert_eq!(d.verdict.retry_after_ms, 1_000);
+        d
+    }
+
+    #[test]
+    fn a_repeated_call_is_denied_locally_without_asking_the_store() {
+        let mut t = setup();
+        denied(&mut t);
+        let calls = t.store.calls();
+        t.time.set(10_400);
+        let d = acquire(&mut t, &ask(1));
+        assert_eq!(t.store.calls(), calls, "the store was not asked");
+        let v = d.verdict;
+        assert_eq!(
+            (v.allowed, v.reason, v.source),
+            (false, Reason::Rate, Source::DenyCache)
+        );
+        assert_eq!(
+            (v.remaining, v.retry_after_ms),
+            (0, 600),
+            "what is left of the wait"
+        );
+        assert_eq!(d.lease, None);
+    }
+
+    #[test]
+    fn the_local_denial_ends_exactly_at_t_sent_plus_the_wait() {
+        let mut t = setup();
+        denied(&mut t);
+        t.time.set(10_999);
+        assert_eq!(acquire(&mut t, &ask(1)).verdict.source, Source::DenyCache);
+        t.time.set(11_000);
+        let a = acquire(&mut t, &ask(1));
+        assert_eq!((a.verdict.allowed, a.verdict.source), (true, Source::Store));
+    }
+
+    #[test]
+    fn t_sent_is_read_before_the_store_is_called() {
+        // A store that takes 300 ms to answer: its wait counts from when it decided, later
+        // than t_sent, so the local denial ends early rather than late.
+        let mut t = setup();
+        acquire(&mut t, &ask(1));
+        acquire(&mut t, &ask(1));
+        struct Slow(Fake, Manual);
+        impl Store for Slow {
+            fn acquire(
+                &mut self,
+                k: &BucketKey,
+                a: &Ask,
+                l: u64,
+                u: &Counters,
+            ) -> Result<Acquired, StoreError> {
+                self.1.set(10_300);
+                self.0.acquire(k, a, l, u)
+            }
+            fn peek(&mut self, k: &BucketKey, p: &Policy) -> Result<Verdict, StoreError> {
+                self.0.peek(k, p)
+            }
+            fn release(&mut self, l: &[LeaseToken], u: &Counters) -> Result<u64, StoreError> {
+                self.0.release(l, u)
+            }
+            fn reset(&mut self, k: &BucketKey, u: &Counters) -> Result<bool, StoreError> {
+                self.0.reset(k, u)
+            }
+            fn stats(&mut self) -> Result<Stats, StoreError> {
+                self.0.stats()
+            }
+            fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
+                self.0.top(n)
+            }
+            fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
+                self.0.key_record()
+            }
+            fn record_key(
+                &mut self,
+                n: &KeyRecord,
+                e: Option<&Fingerprint>,
+            ) -> Result<bool, StoreError> {
+                self.0.record_key(n, e)
+            }
+        }
+        let mut cache = DenyCache::new(
+            Box::new(Slow(
+                t.store.clone(),
+                Manual(std::sync::Arc::clone(&t.time.0)),
+            )),
+            t.time.clock(),
+        );
+        let d = cache
+            .acquire(&key(1), &ask(1), 60_000, &Counters::default())
+            .unwrap();
+        assert_eq!(d.verdict.retry_after_ms, 700, "the store decided at 10300");
+        t.time.set(10_700);
+        let a = cache
+            .acquire(&key(1), &ask(1), 60_000, &Counters::default())
+            .unwrap();
+        assert_eq!(
+            a.verdict.source,
+            Source::Store,
+            "10000 + 700: over, the store asked again"
+        );
+    }
+
+    #[test]
+    fn a_local_denial_is_counted_as_a_rate_denial_written_with_the_next_call() {
+        let mut t = setup();
+        denied(&mut t);
+        acquire(&mut t, &ask(1));
+        acquire(&mut t, &ask(1));
+        assert_eq!(
+            t.cache.stats().unwrap().counters.denied_rate,
+            3,
+            "counted before written"
+        );
+        assert_eq!(t.store.written().denied_rate, 1);
+        t.time.set(11_000);
+        acquire(&mut t, &ask(1));
+        assert_eq!(t.store.written().denied_rate, 3, "written once");
+        assert_eq!(t.cache.stats().unwrap().counters.denied_rate, 3);
+    }
+
+    #[test]
+    fn held_counts_stay_held_when_the_next_call_fails() {
+        let mut t = setup();
+        denied(&mut t);
+        acquire(&mut t, &ask(1));
+        t.store.fail(Some(ErrorKind::Busy));
+        assert!(t.cache.reset(&key(2), &Counters::default()).is_err());
+        t.store.fail(None);
+        t.cache.reset(&key(2), &Counters::default()).unwrap();
+        assert_eq!(t.store.written().denied_rate, 2);
+    }
+
+    #[test]
+    fn a_larger_cost_is_denied_locally_and_a_smaller_one_asks_the_store() {
+        let mut t = setup();
+        denied(&mut t);
+        assert_eq!(acquire(&mut t, &ask(2)).verdict.source, Source::DenyCache);
+        let calls = t.store.calls();
+        let mut t2 = setup();
+        acquire(&mut t2, &ask(1));
+        let d = acquire(&mut t2, &ask(2)); // 1 token left, cost 2: denied, wait 1000
+        assert_eq!(d.verdict.source, Source::Store);
+        let a = acquire(&mut t2, &ask(1));
+        assert_eq!((a.verdict.allowed, a.verdict.source), (true, Source::Store));
+        assert_eq!(t.store.calls(), calls);
+    }
+
+    #[test]
+    fn another_policy_asks_the_store() {
+        let mut t = setup();
+        denied(&mut t);
+        let calls = t.store.calls();
+        let other = Ask::new(Policy::new(3, 3_000).unwrap(), 1, 0);
+        assert_eq!(acquire(&mut t, &other).verdict.source, Source::Store);
+        assert_eq!(t.store.calls(), calls + 1);
+    }
+
+    #[test]
+    fn another_bucket_asks_the_store() {
+        let mut t = setup();
+        denied(&mut t);
+        let a = t
+            .cache
+            .acquire(&key(2), &ask(1), 60_000, &Counters::default())
+            .unwrap();
+        assert_eq!((a.verdict.allowed, a.verdict.source), (true, Source::Store));
+    }
+
+    #[test]
+    fn inflight_denials_are_not_cached() {
+        let mut t = setup();
+        let one_slot = Ask::new(Policy::new(5, 5_000).unwrap(), 1, 1);
+        acquire(&mut t, &one_slot);
+        assert_eq!(acquire(&mut t, &one_slot).verdict.reason, Reason::Inflight);
+        let calls = t.store.calls();
+        acquire(&mut t, &one_slot);
+        assert_eq!(t.store.calls(), calls + 1);
+        assert!(t.cache.is_empty());
+    }
+
+    fn shadow() -> Ask {
+        let mut a = ask(1);
+        a.dry_run = true;
+        a
+    }
+
+    #[test]
+    fn a_shadow_denial_is_not_remembered() {
+        let mut t = setup();
+        acquire(&mut t, &shadow());
+        acquire(&mut t, &shadow());
+        let d = acquire(&mut t, &shadow());
+        assert!(d.verdict.dry_run && d.verdict.allowed);
+        assert!(t.cache.is_empty());
+    }
+
+    #[test]
+    fn a_shadow_call_is_not_answered_from_the_cache() {
+        let mut t = setup();
+        denied(&mut t);
+        let calls = t.store.calls();
+        let d = acquire(&mut t, &shadow());
+        assert_eq!(
+            t.store.calls(),
+            calls + 1,
+            "the store counts the shadow denial"
+        );
+        assert!(d.verdict.dry_run && d.verdict.allowed);
+    }
+
+    #[test]
+    fn calls_with_a_request_id_always_ask_the_store() {
+        let mut t = setup();
+        denied(&mut t);
+        let mut retry = ask(1);
+        retry.request = Some(Request {
+            name: [9; 16],
+            ttl_ms: 60_000,
+        });
+        let calls = t.store.calls();
+        assert_eq!(acquire(&mut t, &retry).verdict.source, Source::Store);
+        assert_eq!(t.store.calls(), calls + 1);
+    }
+
+    #[test]
+    fn a_reset_through_the_cache_drops_the_bucket_entry() {
+        let mut t = setup();
+        denied(&mut t);
+        assert!(t.cache.reset(&key(1), &Counters::default()).unwrap());
+        assert!(acquire(&mut t, &ask(1)).verdict.allowed);
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let mut t = setup();
+        let v = Verdict {
+            retry_after_ms: 1_000,
+            ..Verdict::unavailable(false)
+        };
+        let v = Verdict {
+            reason: Reason::Rate,
+            ..v
+        };
+        for i in 0..(MAX_ENTRIES as u32 + 10) {
+            let mut k = key(0);
+            k.bucket[..4].copy_from_slice(&i.to_le_bytes());
+            t.cache.remember(&k, &ask(1), &v, 10_000);
+            assert!(t.cache.len() <= MAX_ENTRIES);
+        }
+        // All live when it filled: cleared, then refilled with the last ones.
+        assert_eq!(t.cache.len(), 10);
+        t.time.set(11_000);
+        let mut k = key(0);
+        k.bucket[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        for i in 0..(MAX_ENTRIES - 10) as u32 {
+            let mut k = key(0);
+            k.bucket[4..8].copy_from_slice(&i.to_le_bytes());
+            t.cache.remember(&k, &ask(1), &v, 10_500);
+        }
+        assert_eq!(t.cache.len(), MAX_ENTRIES);
+        t.cache.remember(&k, &ask(1), &v, 10_500);
+        assert_eq!(
+            t.cache.len(),
+            MAX_ENTRIES - 10 + 1,
+            "the expired ten dropped first"
+        );
+    }
+}

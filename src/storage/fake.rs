@@ -1,0 +1,194 @@
+//! A tiny in-memory [`Store`] for the wrappers' tests: it decides with the core's `decide`
+//! (token buckets by pseudonym, leases in a list, time from a clock the test drives), counts
+//! its calls, writes what it is given in `unwritten`, and fails with a given [`ErrorKind`]
+//! while told to.
+
+use super::{Acquired, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError};
+use crate::core::bucket::{Bucket, Policy};
+use crate::core::decision::{self, Ask};
+use crate::core::keyswitch::{Fingerprint, KeyRecord};
+use crate::core::lease::{LeaseId, LeaseToken, Slots};
+use crate::core::subject::{BucketKey, Pseudonym};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+#[derive(Default)]
+pub struct State {
+    /// While set, every call fails with it.
+    pub fail: Option<ErrorKind>,
+    /// Calls made (failed ones too).
+    pub calls: u64,
+    pub written: Counters,
+    pub buckets: HashMap<Pseudonym, Bucket>,
+    /// Live leases: (id, bucket, expiry).
+    pub leases: Vec<(LeaseId, Pseudonym, i64)>,
+    next_lease: u8,
+    pub key: Option<KeyRecord>,
+}
+
+/// The store, and a handle the test keeps on its state.
+#[derive(Clone)]
+pub struct Fake(pub Rc<RefCell<State>>, Clock);
+
+impl Fake {
+    pub fn new(clock: Clock) -> Self {
+        Fake(Rc::default(), clock)
+    }
+
+    pub fn boxed(&self) -> Box<dyn Store> {
+        Box::new(self.clone())
+    }
+
+    pub fn fail(&self, kind: Option<ErrorKind>) {
+        self.0.borrow_mut().fail = kind;
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.0.borrow().calls
+    }
+
+    pub fn written(&self) -> Counters {
+        self.0.borrow().written
+    }
+
+    fn step(&self, unwritten: &Counters) -> Result<(), StoreError> {
+        let mut s = self.0.borrow_mut();
+        s.calls += 1;
+        if let Some(kind) = s.fail {
+            return Err(StoreError::new(kind, "fake store failing"));
+        }
+        s.written.add(unwritten);
+        Ok(())
+    }
+}
+
+/// A clock the test moves.
+pub struct Manual(pub Arc<AtomicI64>);
+
+impl Manual {
+    pub fn at(t: i64) -> Self {
+        Manual(Arc::new(AtomicI64::new(t)))
+    }
+    pub fn set(&self, t: i64) {
+        self.0.store(t, Ordering::SeqCst);
+    }
+    pub fn clock(&self) -> Clock {
+        let t = Arc::clone(&self.0);
+        Arc::new(move || t.load(Ordering::SeqCst))
+    }
+}
+
+pub fn key(n: u8) -> BucketKey {
+    BucketKey {
+        bucket: [n; 16],
+        group: [n; 16],
+        previous: None,
+    }
+}
+
+impl Store for Fake {
+    fn acquire(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<Acquired, StoreError> {
+        self.step(unwritten)?;
+        let now = (self.1)();
+        let mut s = self.0.borrow_mut();
+        s.leases.retain(|l| l.2 > now);
+        let live: Vec<i64> = s
+            .leases
+            .iter()
+            .filter(|l| l.1 == key.bucket)
+            .map(|l| l.2)
+            .collect();
+        let slots = Slots {
+            live: live.len() as u64,
+            earliest_expiry: live.iter().min().copied(),
+        };
+        let d = decision::decide(s.buckets.get(&key.bucket).copied(), ask, slots, now);
+        s.buckets.insert(key.bucket, d.bucket);
+        let mut c = Counters::default();
+        c.record_verdict(&d.verdict);
+        s.written.add(&c);
+        let lease = (d.verdict.took() && ask.max_inflight > 0).then(|| {
+            s.next_lease += 1;
+            let id = LeaseId([s.next_lease; 16]);
+            s.leases.push((id, key.bucket, now + lease_ttl_ms as i64));
+            LeaseToken { id, key: *key }
+        });
+        Ok(Acquired {
+            verdict: d.verdict,
+            lease,
+        })
+    }
+
+    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<decision::Verdict, StoreError> {
+        self.step(&Counters::default())?;
+        let now = (self.1)();
+        Ok(decision::peek(
+            self.0.borrow().buckets.get(&key.bucket).copied(),
+            policy,
+            now,
+        ))
+    }
+
+    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
+        self.step(unwritten)?;
+        let mut s = self.0.borrow_mut();
+        let before = s.leases.len();
+        s.leases.retain(|l| !leases.iter().any(|t| t.id == l.0));
+        Ok((before - s.leases.len()) as u64)
+    }
+
+    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
+        self.step(unwritten)?;
+        let mut s = self.0.borrow_mut();
+        s.leases.retain(|l| l.1 != key.bucket);
+        Ok(s.buckets.remove(&key.bucket).is_some())
+    }
+
+    fn stats(&mut self) -> Result<Stats, StoreError> {
+        self.step(&Counters::default())?;
+        let s = self.0.borrow();
+        Ok(Stats {
+            counters: s.written,
+            entries: s.buckets.len() as u64,
+            live_leases: s.leases.len() as u64,
+            breaker: None,
+        })
+    }
+
+    fn top(&mut self, _: usize) -> Result<Vec<BucketView>, StoreError> {
+        self.step(&Counters::default())?;
+        Ok(Vec::new())
+    }
+
+    fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
+        self.step(&Counters::default())?;
+        Ok(self.0.borrow().key.clone())
+    }
+
+    fn record_key(
+        &mut self,
+        new: &KeyRecord,
+        expected: Option<&Fingerprint>,
+    ) -> Result<bool, StoreError> {
+        self.step(&Counters::default())?;
+        let mut s = self.0.borrow_mut();
+        if s.key.as_ref().map(|k| &k.fingerprint) != expected {
+            return Ok(false);
+        }
+        s.key = Some(new.clone());
+        Ok(true)
+    }
+
+    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
+        self.step(unwritten)
+    }
+}

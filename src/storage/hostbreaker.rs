@@ -1,0 +1,428 @@
+//! The breaker's record, shared by every worker of a host: a small file next to the host's
+//! database (`<db_path>.breaker`), mapped `MAP_SHARED` by each process, so that the host opens
+//! its breaker once (50 workers do not each pay the primary's timeout `failures` times) and a
+//! half-open breaker lets exactly one probe through per host.
+//!
+//! **How it is kept consistent.** The rules ([`crate::core::breaker`]) run under an exclusive
+//! `flock(2)` on the file: simple to reason about (one writer at a time, a plain read-modify-
+//! write of the record), and the kernel releases the lock when its holder dies, even by
+//! SIGKILL, so a worker killed mid-transition never wedges the host. What the lock protects is
+//! only microseconds of memory work, never a call to the primary: a probe is a slot in the
+//! record with a deadline, not a held lock. The fast path takes no lock: one atomic load of the
+//! *gate* word, which every transition rewrites last. 0 means closed (go on); a time in the
+//! future means refused until then (open, or a probe in flight); anything else (the time has
+//! come, or a value no rule could have written) sends the call to the locked path.
+//!
+//! **A damaged file is rebuilt.** The record carries a magic number and a checksum written
+//! after the fields: a file that is short (extended with zeros), torn (a holder killed while
+//! writing) or garbage fails the check under the lock and starts again closed. Opening and
+//! mapping happen only when the caller first needs the breaker (never at module startup).
+//!
+//! Not handled: the file truncated under running processes by someone who may write it (only
+//! our user): a mapped page beyond the new end faults (SIGBUS), as a truncated SQLite `-shm`
+//! would. A file removed or replaced is noticed on the locked path and opened anew.
+//!
+//! A forked child must open its own [`HostBreaker`] (a `flock` belongs to the open file
+//! description, which a child shares with its parent), as the worker does with its store.
+
+use super::{ErrorKind, StoreError};
+use crate::core::breaker::Record;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// "RLBRKR01": this layout.
+const MAGIC: u64 = u64::from_le_bytes(*b"RLBRKR01");
+
+/// The file's layout: every word an atomic, since other processes read and write it.
+#[repr(C)]
+struct Shared {
+    magic: AtomicU64,
+    /// The fast path's word (see the module doc).
+    gate: AtomicI64,
+    fields: [AtomicU64; FIELDS],
+    /// Checksum of `magic` and `fields`, written after them.
+    sum: AtomicU64,
+}
+
+const FIELDS: usize = 8;
+/// Bytes the file holds.
+pub const LEN: usize = std::mem::size_of::<Shared>();
+
+fn encode(r: &Record) -> [u64; FIELDS] {
+    [
+        u64::from(r.open),
+        r.failures,
+        r.window_start as u64,
+        r.open_until as u64,
+        r.probe,
+        r.probe_deadline as u64,
+        r.probes,
+        r.opened,
+    ]
+}
+
+fn decode(f: &[u64; FIELDS]) -> Option<Record> {
+    if f[0] > 1 {
+        return None;
+    }
+    Some(Record {
+        open: f[0] == 1,
+        failures: f[1],
+        window_start: f[2] as i64,
+        open_until: f[3] as i64,
+        probe: f[4],
+        probe_deadline: f[5] as i64,
+        probes: f[6],
+        opened: f[7],
+    })
+}
+
+/// FNV-1a over the magic and the fields: enough to tell a torn or garbage record from one we
+/// wrote (this guards against accidents, not against someone who may write the file).
+fn checksum(fields: &[u64; FIELDS]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in std::iter::once(MAGIC).chain(fields.iter().copied()) {
+        for b in w.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// One process's mapping of the host's breaker file.
+pub struct HostBreaker {
+    path: PathBuf,
+    file: File,
+    map: NonNull<Shared>,
+    /// Device and inode of the file mapped, to notice a replaced one.
+    id: (u64, u64),
+    /// Records found damaged and rebuilt by this process (for tests and the log).
+    rebuilt: u64,
+}
+
+fn io_error(path: &Path, what: &str, e: std::io::Error) -> StoreError {
+    StoreError::new(
+        ErrorKind::Io,
+        format!("cannot {what} the breaker file {}", path.display()),
+    )
+    .with_source(e)
+}
+
+impl HostBreaker {
+    /// Where a host's breaker file lives: next to its database.
+    pub fn path_for(db: &Path) -> PathBuf {
+        let mut p = db.as_os_str().to_owned();
+        p.push(".breaker");
+        PathBuf::from(p)
+    }
+
+    /// Opens (creating it, mode 0600) and maps the breaker file at `path`, after the trust
+    /// checks ([`crate::trust::open_state_file`]: a file that is not ours is refused as
+    /// `Misconfigured`). A short or damaged file is rebuilt closed.
+    pub fn open(path: &Path) -> Result<HostBreaker, StoreError> {
+        let file = crate::trust::open_state_file(path)?;
+        let (map, m) = {
+            let _lock = Locked::take(&file, path)?;
+            let m = file.metadata().map_err(|e| io_error(path, "stat", e))?;
+            if m.len() < LEN as u64 {
+                // Zeros: no magic, so the record is rebuilt below.
+                file.set_len(LEN as u64)
+                    .map_err(|e| io_error(path, "extend", e))?;
+            }
+            // SAFETY: a fresh mapping (the kernel picks the address) of LEN bytes of a file at
+            // least LEN bytes long (just checked or extended, under the lock), read-write and
+            // shared, of a descriptor opened read-write; the result is checked for MAP_FAILED.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    LEN,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(io_error(path, "map", std::io::Error::last_os_error()));
+            }
+            let map = NonNull::new(ptr.cast::<Shared>())
+                .ok_or_else(|| StoreError::new(ErrorKind::Io, "mmap returned address 0"))?;
+            (map, m)
+        };
+        let mut hb = HostBreaker {
+            path: path.to_owned(),
+            file,
+            map,
+            id: (m.dev(), m.ino()),
+            rebuilt: 0,
+        };
+        // Checks the record (rebuilding a damaged one) before anyone relies on the gate.
+        hb.record(0)?;
+        Ok(hb)
+    }
+
+    fn shared(&self) -> &Shared {
+        // SAFETY: `map` is a live MAP_SHARED mapping of LEN bytes (unmapped only in Drop),
+        // page-aligned so aligned for `Shared`; every field is an atomic, so concurrent access
+        // from other processes through their own mappings is not a data race, and any bit
+        // pattern is a valid value of each field (garbage is caught by the checksum).
+        unsafe { self.map.as_ref() }
+    }
+
+    /// The fast path's word: 0 closed; otherwise see [`Record::gate`].
+    pub fn gate(&self) -> i64 {
+        self.shared().gate.load(Ordering::Acquire)
+    }
+
+    /// How many damaged records this process rebuilt.
+    pub fn rebuilt(&self) -> u64 {
+        self.rebuilt
+    }
+
+    /// Reads the record under the lock (a damaged one reads as a fresh record), lets `f`
+    /// change it with the time `now`, and writes it back with its checksum, the gate last.
+    pub fn transition<T>(
+        &mut self,
+        now: i64,
+        f: impl FnOnce(&mut Record) -> T,
+    ) -> Result<T, StoreError> {
+        self.reopen_if_replaced()?;
+        let (out, valid) = {
+            let _lock = Locked::take(&self.file, &self.path)?;
+            let s = self.shared();
+            let fields: [u64; FIELDS] =
+                std::array::from_fn(|i| s.fields[i].load(Ordering::Relaxed));
+            let valid = s.magic.load(Ordering::Relaxed) == MAGIC
+                && s.sum.load(Ordering::Relaxed) == checksum(&fields);
+            let mut record = decode(&fields).filter(|_| valid).unwrap_or_default();
+            let before = record;
+            let out = f(&mut record);
+            if record != before || !valid {
+                let fields = encode(&record);
+                s.magic.store(MAGIC, Ordering::Relaxed);
+                for (slot, v) in s.fields.iter().zip(fields) {
+                    slot.store(v, Ordering::Relaxed);
+                }
+                s.sum.store(checksum(&fields), Ordering::Release);
+            }
+            // Always: this also mends a gate no rule wrote (see the module doc).
+            s.gate.store(record.gate(now), Ordering::Release);
+            (out, valid)
+        };
+        self.rebuilt += u64::from(!valid);
+        Ok(out)
+    }
+
+    /// The record as it is at `now` (a damaged one: rebuilt, closed).
+    pub fn record(&mut self, now: i64) -> Result<Record, StoreError> {
+        self.transition(now, |r| *r)
+    }
+
+    /// A file removed or replaced under us: the host's other processes use the new one, so
+    /// this one maps it too.
+    fn reopen_if_replaced(&mut self) -> Result<(), StoreError> {
+        let now_id = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if now_id.is_some_and(|id| id == self.id) {
+            return Ok(());
+        }
+        *self = HostBreaker::open(&self.path)?;
+        Ok(())
+    }
+}
+
+impl Drop for HostBreaker {
+    fn drop(&mut self) {
+        // SAFETY: `map` was returned by mmap for LEN bytes and is unmapped only here; no
+        // reference into it outlives `self`.
+        unsafe {
+            libc::munmap(self.map.as_ptr().cast(), LEN);
+        }
+    }
+}
+
+/// An exclusive `flock` on the breaker file, released when dropped (or by the kernel when the
+/// process dies).
+struct Locked<'a>(&'a File);
+
+impl<'a> Locked<'a> {
+    fn take(file: &'a File, path: &Path) -> Result<Self, StoreError> {
+        // Held by others for microseconds only (no I/O under it), so waiting is fine.
+        file.lock().map_err(|e| io_error(path, "lock", e))?;
+        Ok(Locked(file))
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::breaker::{Admit, BreakerState};
+    use crate::core::config::BreakerConfig;
+    use std::os::unix::fs::PermissionsExt;
+
+    const CFG: BreakerConfig = BreakerConfig {
+        failures: 2,
+        window_ms: 1_000,
+        retry_ms: 500,
+    };
+
+    fn dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        d
+    }
+
+    fn open_it(hb: &mut HostBreaker, now: i64) {
+        for _ in 0..2 {
+            hb.transition(now, |r| r.failed(&CFG, now, None)).unwrap();
+        }
+    }
+
+    #[test]
+    fn two_handles_on_one_file_share_the_state() {
+        let d = dir();
+        let p = d.path().join("db.sqlite.breaker");
+        let mut a = HostBreaker::open(&p).unwrap();
+        let mut b = HostBreaker::open(&p).unwrap();
+        assert_eq!(b.gate(), 0, "a fresh file is closed");
+        let opened = a.transition(100, |r| r.failed(&CFG, 100, None)).unwrap();
+        assert!(!opened);
+        let opened = b.transition(101, |r| r.failed(&CFG, 101, None)).unwrap();
+        assert!(opened, "b's failure is the second of the host's");
+        assert_eq!(a.gate(), 601, "a sees it open until 101 + retry_ms");
+        assert_eq!(a.record(0).unwrap().state(&CFG, 300), BreakerState::Open);
+    }
+
+    #[test]
+    fn only_one_handle_gets_the_probe() {
+        let d = dir();
+        let p = d.path().join("b");
+        let mut a = HostBreaker::open(&p).unwrap();
+        let mut b = HostBreaker::open(&p).unwrap();
+        open_it(&mut a, 0);
+        let pa = a.transition(500, |r| r.admit(&CFG, 500, 50)).unwrap();
+        let pb = b.transition(500, |r| r.admit(&CFG, 500, 50)).unwrap();
+        assert!(matches!(pa, Admit::Probe(_)));
+        assert_eq!(pb, Admit::Refuse);
+        assert_eq!(
+            b.gate(),
+            550,
+            "refused on the fast path until the probe's deadline"
+        );
+    }
+
+    #[test]
+    fn a_forked_child_sees_and_changes_the_parents_state() {
+        let d = dir();
+        let p = d.path().join("b");
+        let mut hb = HostBreaker::open(&p).unwrap();
+        // SAFETY: the child only runs the breaker's transition on memory already mapped
+        // (no allocation, no lock but flock) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let ok = hb.transition(5, |r| r.failed(&CFG, 5, None)).is_ok()
+                && matches!(hb.transition(6, |r| r.failed(&CFG, 6, None)), Ok(true));
+            // SAFETY: ends the child at once, running no destructor of the parent's state.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert_eq!(hb.gate(), 506, "opened by the child at 6");
+        let reopened = HostBreaker::open(&p).unwrap().record(0).unwrap();
+        assert!(reopened.open && reopened.opened == 1);
+    }
+
+    #[test]
+    fn a_short_file_is_rebuilt_closed() {
+        let d = dir();
+        let p = d.path().join("b");
+        std::fs::write(&p, b"abc").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut hb = HostBreaker::open(&p).unwrap();
+        assert_eq!(hb.rebuilt(), 1);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), LEN as u64);
+        assert_eq!(hb.record(0).unwrap(), Record::default());
+        assert_eq!(hb.rebuilt(), 1, "rebuilt once");
+    }
+
+    #[test]
+    fn a_garbage_file_is_rebuilt_closed() {
+        let d = dir();
+        let p = d.path().join("b");
+        std::fs::write(&p, [0xa5u8; LEN]).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut hb = HostBreaker::open(&p).unwrap();
+        assert_eq!(hb.gate(), 0);
+        assert!(!hb.record(0).unwrap().open);
+    }
+
+    #[test]
+    fn a_torn_record_is_rebuilt_closed() {
+        let d = dir();
+        let p = d.path().join("b");
+        let mut hb = HostBreaker::open(&p).unwrap();
+        open_it(&mut hb, 0);
+        // A writer killed after changing a field and before its checksum.
+        hb.shared().fields[1].store(7, Ordering::Relaxed);
+        let r = hb.record(0).unwrap();
+        assert_eq!(r, Record::default());
+        assert_eq!(hb.gate(), 0);
+    }
+
+    #[test]
+    fn a_gate_no_rule_could_have_written_goes_to_the_locked_path() {
+        let d = dir();
+        let p = d.path().join("b");
+        let mut hb = HostBreaker::open(&p).unwrap();
+        hb.shared().gate.store(i64::MAX, Ordering::Relaxed);
+        // The caller's fast path sends it here (see storage::breaker); the record is closed.
+        let admit = hb.transition(10, |r| r.admit(&CFG, 10, 50)).unwrap();
+        assert_eq!(admit, Admit::Pass);
+        assert_eq!(hb.gate(), 0);
+    }
+
+    #[test]
+    fn a_replaced_file_is_opened_anew() {
+        let d = dir();
+        let p = d.path().join("b");
+        let mut a = HostBreaker::open(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let mut b = HostBreaker::open(&p).unwrap();
+        open_it(&mut b, 0);
+        assert!(a.record(0).unwrap().open, "a follows the path to b's file");
+    }
+
+    #[test]
+    fn a_file_that_is_not_ours_is_refused_as_misconfigured() {
+        let d = dir();
+        let p = d.path().join("b");
+        std::fs::write(&p, b"").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = HostBreaker::open(&p).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
+        assert!(e.what().contains("writable by"), "{}", e.what());
+    }
+
+    #[test]
+    fn its_path_is_next_to_the_database() {
+        assert_eq!(
+            HostBreaker::path_for(Path::new("/var/lib/rl.sqlite")),
+            Path::new("/var/lib/rl.sqlite.breaker")
+        );
+    }
+}
