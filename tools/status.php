@@ -22,7 +22,7 @@ const HISTORY = 36;  // samples kept: 6 minutes at REFRESH = 10
 const TOP = 10;      // buckets in the pressure view
 const DECISIONS = ['allowed', 'denied_rate', 'denied_inflight', 'unavailable'];
 const OTHERS = ['leases_expired', 'evicted', 'clock_regressions', 'keys_migrated', 'reopened', 'storage_errors',
-    'dry_run_denied', 'retries'];
+    'dry_run_denied', 'retries', 'redis_errors', 'fallback_switches', 'fallback_decisions'];
 const COLOURS = ['allowed' => '#3a9a4a', 'denied_rate' => '#e08a1e', 'denied_inflight' => '#8a5ac8', 'unavailable' => '#c83a3a'];
 
 header('Content-Type: text/html; charset=utf-8');
@@ -73,6 +73,7 @@ $error = null;
 $stats = [];
 $top = [];
 $backend = 'unknown';
+$breaker = 'unknown';
 $version = phpversion('ratelimit') ?: 'not loaded';
 try {
     if (!extension_loaded('ratelimit')) {
@@ -80,9 +81,8 @@ try {
     }
     $stats = ratelimit_stats();
     $top = ratelimit_top(TOP);
-    if (preg_match('/^ratelimit_info\{backend="([a-z0-9_]+)",version="([^"\\\\]*)"\} 1$/m', ratelimit_metrics(), $m)) {
-        [, $backend, $version] = $m;
-    }
+    $backend = (string)($stats['backend'] ?? 'unknown');
+    $breaker = (string)($stats['breaker'] ?? 'closed');
 } catch (Throwable $e) {
     $error = get_class($e) . ': ' . $e->getMessage();
 }
@@ -97,7 +97,7 @@ if ($last !== null && array_filter(DECISIONS, fn($k) => $current[$k] < $last[$k]
 }
 // The other counters at the last sample: "leases_expired-evicted-...", as OTHERS lists them.
 $p = $_GET['p'] ?? '';
-if ($last !== null && is_string($p) && preg_match('/^\d{1,18}(-\d{1,18}){5}$/D', $p)) {
+if ($last !== null && is_string($p) && preg_match('/^\d{1,18}(-\d{1,18}){' . (count(OTHERS) - 1) . '}$/D', $p)) {
     $last += array_combine(OTHERS, array_map('intval', explode('-', $p)));
 }
 $since = $last === null ? null : ($now - $last['t']) / 1000;
@@ -110,6 +110,8 @@ $names = [
     'clock_regressions' => 'clock regressions', 'keys_migrated' => 'keys migrated',
     'reopened' => 'database reopened', 'storage_errors' => 'storage errors',
     'dry_run_denied' => 'shadow: would-be denials', 'retries' => 'retries (same request id)',
+    'redis_errors' => 'Redis errors', 'fallback_switches' => 'switches to the local fallback',
+    'fallback_decisions' => 'decided by the local fallback',
 ];
 
 /** The chart: decisions per second in each interval between samples, stacked by result. */
@@ -178,7 +180,8 @@ th:first-child, td:first-child { text-align: left; } th { border-bottom: 1px sol
 <body>
 <h1>ratelimit status</h1>
 <p class="muted">
-  Backend <strong id="backend"><?= h($backend) ?></strong>, extension <?= h($version) ?>,
+  Backend <strong id="backend"><?= h($backend) ?></strong>, breaker <strong id="breaker"><?= h($breaker) ?></strong>,
+  extension <?= h($version) ?>,
   database <code><?= h($db_path !== '' ? $db_path : '(default: <temp dir>/php-ratelimit-<euid>/php-ratelimit.sqlite)') ?></code>.
   At <?= h(gmdate('Y-m-d H:i:s', intdiv($now, 1000))) ?> UTC; refreshes every <?= h(REFRESH) ?> s
   (<a href="<?= h($next) ?>">now</a>, <a href="?">clear history</a>).

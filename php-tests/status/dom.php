@@ -6,6 +6,7 @@ libxml_use_internal_errors(true);
 $doc->loadHTML(file_get_contents($argv[1]));
 $x = new DOMXPath($doc);
 $out = ['backend' => trim((string)$x->evaluate('string(//*[@id="backend"])')),
+    'breaker' => trim((string)$x->evaluate('string(//*[@id="breaker"])')),
         'counters' => [], 'rates' => [], 'pseudonyms' => [],
         'bars' => $x->query('//*[local-name()="svg"]//*[local-name()="rect" and contains(@class, "bar")]')->length,
         'svg' => $x->query('//*[local-name()="svg"]')->length,
