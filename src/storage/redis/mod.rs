@@ -91,8 +91,15 @@ pub struct RedisStore {
     log: Arc<OpsLog>,
 }
 
+/// Lowercase hex, into one string allocated once (this runs several times per decision).
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
 }
 
 fn unhex16(s: &str) -> Option<[u8; 16]> {
@@ -153,7 +160,15 @@ impl RedisStore {
     }
 
     fn tagged(&self, key: &BucketKey, kind: &str, name: &[u8]) -> String {
-        format!("{}{{{}}}{kind}:{}", self.prefix, hex(&key.group), hex(name))
+        let mut k = String::with_capacity(self.prefix.len() + 40 + 2 * name.len());
+        k.push_str(&self.prefix);
+        k.push('{');
+        k.push_str(&hex(&key.group));
+        k.push('}');
+        k.push_str(kind);
+        k.push(':');
+        k.push_str(&hex(name));
+        k
     }
 
     fn bucket_key(&self, key: &BucketKey) -> String {
