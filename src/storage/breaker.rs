@@ -286,6 +286,19 @@ mod tests {
     }
 
     #[test]
+    fn open_it_gates_compound_calls_too() {
+        let h = host();
+        let (mut b, fake) = worker(&h);
+        open_it(&mut b, &fake);
+        let calls = fake.calls();
+        let e = b
+            .acquire_all(&[key(1), key(2)], &[ask(), ask()], 60_000, &Counters::default())
+            .unwrap_err();
+        assert_eq!((e.kind(), e.what()), (ErrorKind::Unreachable, OPEN));
+        assert_eq!(fake.calls(), calls, "the primary was not asked");
+    }
+
+    #[test]
     fn open_it_fails_fast_without_calling_the_primary() {
         let h = host();
         let (mut b, fake) = worker(&h);

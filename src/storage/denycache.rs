@@ -323,6 +323,21 @@ mod tests {
     }
 
     #[test]
+    fn a_compound_denial_is_not_cached() {
+        let mut t = setup();
+        let all = |t: &mut T| {
+            t.cache
+                .acquire_all(&[key(1)], &[ask(2)], 60_000, &Counters::default())
+                .unwrap()
+        };
+        all(&mut t);
+        assert_eq!(all(&mut t).verdict.source, Source::Store);
+        let calls = t.store.calls();
+        assert_eq!(all(&mut t).verdict.source, Source::Store);
+        assert_eq!(t.store.calls(), calls + 1, "the store was asked again");
+    }
+
+    #[test]
     fn a_repeated_call_is_denied_locally_without_asking_the_store() {
         let mut t = setup();
         denied(&mut t);

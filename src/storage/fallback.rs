@@ -392,6 +392,19 @@ mod tests {
     }
 
     #[test]
+    fn a_compound_call_is_decided_locally_while_the_primary_is_unavailable() {
+        let w = world();
+        let mut f = fallback(&w);
+        w.primary.fail(Some(ErrorKind::Timeout));
+        let a = f
+            .acquire_all(&[key(1), key(2)], &[ask(0), ask(0)], 60_000, &Counters::default())
+            .unwrap();
+        assert!(a.verdict.allowed);
+        assert!(a.each.iter().chain([&a.verdict]).all(|v| v.source == Source::Fallback));
+        assert_eq!(w.local.written().fallback_decisions, 1);
+    }
+
+    #[test]
     fn the_primary_decides_while_it_answers_and_the_local_store_is_not_opened() {
         let w = world();
         let mut f = fallback(&w);
