@@ -292,7 +292,12 @@ mod tests {
         open_it(&mut b, &fake);
         let calls = fake.calls();
         let e = b
-            .acquire_all(&[key(1), key(2)], &[ask(), ask()], 60_000, &Counters::default())
+            .acquire_all(
+                &[key(1), key(2)],
+                &[ask(), ask()],
+                60_000,
+                &Counters::default(),
+            )
             .unwrap_err();
         assert_eq!((e.kind(), e.what()), (ErrorKind::Unreachable, OPEN));
         assert_eq!(fake.calls(), calls, "the primary was not asked");

@@ -397,10 +397,19 @@ mod tests {
         let mut f = fallback(&w);
         w.primary.fail(Some(ErrorKind::Timeout));
         let a = f
-            .acquire_all(&[key(1), key(2)], &[ask(0), ask(0)], 60_000, &Counters::default())
+            .acquire_all(
+                &[key(1), key(2)],
+                &[ask(0), ask(0)],
+                60_000,
+                &Counters::default(),
+            )
             .unwrap();
         assert!(a.verdict.allowed);
-        assert!(a.each.iter().chain([&a.verdict]).all(|v| v.source == Source::Fallback));
+        assert!(a
+            .each
+            .iter()
+            .chain([&a.verdict])
+            .all(|v| v.source == Source::Fallback));
         assert_eq!(w.local.written().fallback_decisions, 1);
     }
 
