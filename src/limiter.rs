@@ -491,6 +491,34 @@ mod tests {
     }
 
     #[test]
+    fn a_compound_call_tells_each_scope_its_shadow_mode_and_the_first_the_request() {
+        let (mut l, script) = limiter(&[], false);
+        l.acquire_all(b"s", &["default", "shadow"], &[ask(1), ask(0)], Some(b"id"))
+            .unwrap();
+        let asks = script.borrow().asks.clone();
+        assert_eq!(
+            asks.iter()
+                .map(|a| (a.dry_run, a.request.is_some()))
+                .collect::<Vec<_>>(),
+            [(false, true), (true, false)]
+        );
+        assert_eq!(l.held().len(), 1, "its lease is held by the request");
+    }
+
+    #[test]
+    fn a_compound_call_on_a_busy_store_is_an_unavailable_denial_for_every_limit() {
+        let (mut l, _) = limiter(&[ErrorKind::Busy], false);
+        let a = l
+            .acquire_all(b"s", &["a", "b"], &[ask(0), ask(0)], None)
+            .unwrap();
+        assert_eq!(
+            (a.verdict.allowed, a.verdict.reason),
+            (false, Reason::Unavailable)
+        );
+        assert!(a.each.iter().all(|v| v.reason == Reason::Unavailable) && a.each.len() == 2);
+    }
+
+    #[test]
     fn a_busy_store_is_an_unavailable_denial() {
         let (mut l, _) = limiter(&[ErrorKind::Busy], false);
         let a = l.acquire(b"s", "default", &ask(1)).unwrap();
