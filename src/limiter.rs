@@ -16,7 +16,7 @@ use crate::core::lease::LeaseToken;
 use crate::core::subject::{normalise, BucketKey};
 use crate::keyring::KeyRing;
 use crate::opslog::{Event, OpsLog};
-use crate::storage::{Acquired, BucketView, Store, StoreError};
+use crate::storage::{Acquired, AcquiredAll, BucketView, Store, StoreError};
 use std::sync::Arc;
 
 /// The settings the limiter applies to every call.
@@ -158,6 +158,64 @@ impl Limiter {
         // A retry's lease stays with the request that took it (which releases it at its end,
         // also after a fatal error): another attempt ending first must not free the slot while
         // the first still runs. (The retry may release it explicitly.)
+        if let Some(token) = acquired.lease {
+            if !acquired.verdict.retried && !self.held.contains(&token) {
+                self.held.push(token);
+            }
+        }
+        Ok(acquired)
+    }
+
+    /// Compound limits, all or nothing: `asks[i]` in scope `scopes[i]` of one subject, in one
+    /// atomic step of the store (see [`Store::acquire_all`]). The shadow mode of each scope and
+    /// the fault policy are those of [`Self::acquire_request`]; a slot and the request id
+    /// belong to the first limit. A path of its own, so that a single call costs no more.
+    pub fn acquire_all(
+        &mut self,
+        subject: &[u8],
+        scopes: &[&str],
+        asks: &[Ask],
+        request_id: Option<&[u8]>,
+    ) -> Result<AcquiredAll, StoreError> {
+        let ttl = self.settings.lease_ttl_ms;
+        let mut asks = asks.to_vec();
+        for (a, scope) in asks.iter_mut().zip(scopes) {
+            a.dry_run = self.settings.dry_run.covers(scope);
+            a.request = None;
+        }
+        let result = match self.keys.check(self.store.as_mut(), &self.log) {
+            Ok(()) => {
+                let keys: Vec<BucketKey> = scopes.iter().map(|s| self.key(s, subject)).collect();
+                asks[0].request = request_id.map(|id| Request {
+                    name: self.keys.request(
+                        scopes[0].as_bytes(),
+                        &normalise(subject, self.settings.ipv6_prefix),
+                        id,
+                    ),
+                    ttl_ms: self.settings.request_ttl_ms,
+                });
+                self.store.acquire_all(&keys, &asks, ttl, &self.unwritten)
+            }
+            Err(e) => Err(e),
+        };
+        let mut acquired = match result {
+            Ok(a) => {
+                self.succeeded();
+                a
+            }
+            Err(e) if self.undecidable(&e) => {
+                self.unwritten.record(Reason::Unavailable);
+                AcquiredAll::unavailable(asks.len(), false)
+            }
+            Err(e) => return Err(e),
+        };
+        if acquired.verdict.reason == Reason::Unavailable {
+            acquired = AcquiredAll::unavailable(asks.len(), self.settings.fail_open);
+            if self.settings.fail_open {
+                self.log
+                    .note(Event::FailOpenAdmitting, "ratelimit.fail_open=1");
+            }
+        }
         if let Some(token) = acquired.lease {
             if !acquired.verdict.retried && !self.held.contains(&token) {
                 self.held.push(token);
@@ -309,6 +367,27 @@ mod tests {
             a.verdict.retried = self.0.borrow().retry;
             Ok(a)
         }
+        fn acquire_all(
+            &mut self,
+            keys: &[BucketKey],
+            asks: &[Ask],
+            _: u64,
+            unwritten: &Counters,
+        ) -> Result<crate::storage::AcquiredAll, StoreError> {
+            self.step(unwritten)?;
+            self.0.borrow_mut().asks.extend_from_slice(asks);
+            let lease = (asks[0].max_inflight > 0).then_some(LeaseToken {
+                id: LeaseId([7; 16]),
+                key: keys[0],
+            });
+            let a = allowed(lease);
+            Ok(crate::storage::AcquiredAll {
+                verdict: a.verdict,
+                each: vec![a.verdict; asks.len()],
+                reported: 0,
+                lease,
+            })
+        }
         fn peek(&mut self, _: &BucketKey, _: &Policy) -> Result<Verdict, StoreError> {
             self.step(&Counters::default())?;
             Ok(allowed(None).verdict)
@@ -409,6 +488,34 @@ mod tests {
             .unwrap();
         assert!(a.lease.is_some() && a.verdict.retried);
         assert!(l.held().is_empty(), "another request's lease");
+    }
+
+    #[test]
+    fn a_compound_call_tells_each_scope_its_shadow_mode_and_the_first_the_request() {
+        let (mut l, script) = limiter(&[], false);
+        l.acquire_all(b"s", &["default", "shadow"], &[ask(1), ask(0)], Some(b"id"))
+            .unwrap();
+        let asks = script.borrow().asks.clone();
+        assert_eq!(
+            asks.iter()
+                .map(|a| (a.dry_run, a.request.is_some()))
+                .collect::<Vec<_>>(),
+            [(false, true), (true, false)]
+        );
+        assert_eq!(l.held().len(), 1, "its lease is held by the request");
+    }
+
+    #[test]
+    fn a_compound_call_on_a_busy_store_is_an_unavailable_denial_for_every_limit() {
+        let (mut l, _) = limiter(&[ErrorKind::Busy], false);
+        let a = l
+            .acquire_all(b"s", &["a", "b"], &[ask(0), ask(0)], None)
+            .unwrap();
+        assert_eq!(
+            (a.verdict.allowed, a.verdict.reason),
+            (false, Reason::Unavailable)
+        );
+        assert!(a.each.iter().all(|v| v.reason == Reason::Unavailable) && a.each.len() == 2);
     }
 
     #[test]

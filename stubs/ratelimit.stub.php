@@ -48,7 +48,7 @@
 namespace RateLimit {
 
     /**
-     * The answer of ratelimit_acquire() or ratelimit_peek(). Final, with read-only properties;
+     * The answer of ratelimit_acquire(), ratelimit_acquire_all() or ratelimit_peek(). Final, with read-only properties;
      * not created from PHP code.
      */
     final class Decision
@@ -188,6 +188,47 @@ namespace {
      * @throws \RateLimit\Exception   key file missing, short, weak or not ours; database not creatable or not ours
      */
     function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1, ?string $request_id = null): \RateLimit\Decision {}
+
+    /**
+     * Compound limits, all or nothing: takes `$cost` tokens from every bucket of `$subject`
+     * that `$limits` names (for instance 5 per second and 1,000 per day), in one atomic step of
+     * the store (one write transaction; on Redis one script, a subject's buckets sharing one
+     * hash tag). Every limit is refilled and checked before any is charged: a denial by any
+     * one charges none.
+     *
+     * The Decision is the tightest limit's: when denied, the denying limit with the longest
+     * wait (its scope, remaining and retryAfter); when allowed, the limit with the fewest
+     * tokens left (the first one on ties). `headers()` lists every limit: `RateLimit-Policy`
+     * and `RateLimit` as structured-field lists, one member per scope, in the order given.
+     * Shadow scopes (ratelimit.dry_run): when only shadow limits deny, the call is answered
+     * allowed with `dryRun` true and the real reason (nothing is charged); when a real limit
+     * denies, it is a denial. The call counts once in ratelimit_stats().
+     *
+     * @param string   $subject  what is limited, as for ratelimit_acquire()
+     * @param array    $limits   1 .. 8 limits, a list of `['limit' => int, 'per' => int|float,
+     *                           'scope' => string]` (exactly these keys, values not coerced;
+     *                           bounds as ratelimit_acquire()'s `$limit`, `$per` and `$scope`),
+     *                           each scope once; a limit's bucket is the one ratelimit_acquire()
+     *                           and ratelimit_peek() use for that subject and scope
+     * @param int      $cost     tokens taken from every bucket, 1 .. the smallest `limit`
+     * @param int|null $inflight most live leases, >= 0, of the FIRST limit's bucket (the
+     *                           only one that holds a lease); null: ratelimit.inflight (0)
+     * @param string|null $request_id as for ratelimit_acquire(), remembered in the FIRST limit's
+     *                           bucket; a retry takes nothing and its headers show every limit as
+     *                           it stands
+     *
+     * @return \RateLimit\Decision reason "ok", "rate", "inflight" or "unavailable"
+     *
+     * @throws \ValueError            an argument or an element out of its bounds, naming its
+     *                                index (e.g. "ratelimit_acquire_all(): Argument #2 ($limits)
+     *                                [1]["per"] must be greater than or equal to 0.001", "... [1]
+     *                                must have a "per" key", "Argument #2 ($limits) must contain
+     *                                1 to 8 limits", a scope given twice)
+     * @throws \TypeError             an argument or an element of the wrong type (e.g. "...
+     *                                [0]["limit"] must be of type int, string given")
+     * @throws \RateLimit\Exception   as for ratelimit_acquire()
+     */
+    function ratelimit_acquire_all(string $subject, array $limits, int $cost = 1, ?int $inflight = null, ?string $request_id = null): \RateLimit\Decision {}
 
     /**
      * Ends a lease before its request ends. Idempotent: true only when this call freed a live slot;

@@ -25,6 +25,45 @@ pub fn fields(scope: &str, limit: u64, per_ms: u64, v: &Verdict) -> Vec<(&'stati
     out
 }
 
+/// One limit of a compound call, as its headers name it.
+pub struct Member<'a> {
+    pub scope: &'a str,
+    pub limit: u64,
+    pub per_ms: u64,
+    pub verdict: &'a Verdict,
+}
+
+/// The fields of a compound call: `RateLimit-Policy` and `RateLimit` as lists, one member per
+/// limit in the order given (so a client sees every policy it is under), and `Retry-After`
+/// from the combined verdict `v` (a denial's, the longest wait of the denying limits).
+pub fn fields_all(members: &[Member<'_>], v: &Verdict) -> Vec<(&'static str, String)> {
+    let join =
+        |f: &dyn Fn(&Member<'_>) -> String| members.iter().map(f).collect::<Vec<_>>().join(", ");
+    let mut out = vec![
+        (
+            "RateLimit-Policy",
+            join(&|m| format!("\"{}\";q={};w={}", m.scope, m.limit, ceil_seconds(m.per_ms))),
+        ),
+        (
+            "RateLimit",
+            join(&|m| {
+                format!(
+                    "\"{}\";r={};t={}",
+                    m.scope,
+                    m.verdict.remaining,
+                    ceil_seconds(m.verdict.next_token_ms)
+                )
+            }),
+        ),
+    ];
+    if !v.allowed {
+        let t = ceil_seconds(v.next_token_ms);
+        let retry = ceil_seconds(v.retry_after_ms).max(1).max(t);
+        out.push(("Retry-After", retry.to_string()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +122,70 @@ mod tests {
     fn retry_after_is_never_earlier_than_the_next_token() {
         let f = fields("default", 5, 60_000, &verdict(false, 0, 2_000, 12_000));
         assert_eq!(f[2], ("Retry-After", "12".to_string()));
+    }
+
+    #[test]
+    fn a_compound_call_lists_every_policy_in_order() {
+        let (a, b) = (verdict(true, 4, 0, 1_000), verdict(true, 999, 0, 86_400));
+        let m = [
+            Member {
+                scope: "s",
+                limit: 5,
+                per_ms: 1_000,
+                verdict: &a,
+            },
+            Member {
+                scope: "d",
+                limit: 1000,
+                per_ms: 86_400_000,
+                verdict: &b,
+            },
+        ];
+        assert_eq!(
+            fields_all(&m, &a),
+            vec![
+                (
+                    "RateLimit-Policy",
+                    "\"s\";q=5;w=1, \"d\";q=1000;w=86400".to_string()
+                ),
+                ("RateLimit", "\"s\";r=4;t=1, \"d\";r=999;t=87".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_compound_denial_retries_after_the_combined_wait() {
+        let (a, b) = (
+            verdict(true, 4, 0, 1_000),
+            verdict(false, 0, 30_500, 30_500),
+        );
+        let m = [
+            Member {
+                scope: "s",
+                limit: 5,
+                per_ms: 1_000,
+                verdict: &a,
+            },
+            Member {
+                scope: "d",
+                limit: 1,
+                per_ms: 60_000,
+                verdict: &b,
+            },
+        ];
+        assert_eq!(fields_all(&m, &b)[2], ("Retry-After", "31".to_string()));
+    }
+
+    #[test]
+    fn a_compound_shadow_denial_sends_no_retry_after() {
+        let mut b = verdict(true, 0, 30_000, 30_000);
+        b.dry_run = true;
+        let m = [Member {
+            scope: "d",
+            limit: 1,
+            per_ms: 60_000,
+            verdict: &b,
+        }];
+        assert_eq!(fields_all(&m, &b).len(), 2);
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod breaker;
 pub mod bucket;
+pub mod compound;
 pub mod config;
 pub mod counters;
 pub mod decision;

@@ -52,6 +52,20 @@ unsafe fn engine_value_name(z: *const zval) -> *const std::ffi::c_char {
     }
 }
 
+/// The engine's name for the type of `z` in "…, X given" (for values inside an array
+/// argument, which the engine does not check itself).
+pub fn value_name(z: &Zval) -> String {
+    let z: *const Zval = z;
+    // SAFETY: `z` is a valid zval for the duration of this call; the name returned is a
+    // NUL-terminated string that outlives this statement (static, or the zval's class name),
+    // copied at once.
+    unsafe {
+        std::ffi::CStr::from_ptr(engine_value_name(z.cast()))
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
 /// One declared parameter.
 pub struct Param {
     pub name: &'static str,
@@ -281,6 +295,21 @@ impl Call {
                 ));
             }
             Ok(Some(v))
+        }
+    }
+
+    /// An array parameter (never null, never omitted: the caller declares it required).
+    pub fn array(&self, i: usize) -> Result<&ext_php_rs::types::ZendHashTable, Error> {
+        let Some(z) = self.zval(i) else {
+            return Err(Error::Internal("missing argument".into()));
+        };
+        // SAFETY: valid zval of this call.
+        match unsafe { (*z).array() } {
+            Some(a) => Ok(a),
+            None => Err(self.type_error(
+                i,
+                expected(ext_php_rs::ffi::_zend_expected_type_Z_EXPECTED_ARRAY, false),
+            )),
         }
     }
 

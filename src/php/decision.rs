@@ -9,7 +9,7 @@ use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
 
-/// The outcome of `ratelimit_acquire()` or `ratelimit_peek()`.
+/// The outcome of `ratelimit_acquire()`, `ratelimit_acquire_all()` or `ratelimit_peek()`.
 #[php_class]
 #[php(name = "RateLimit\\Decision")]
 #[php(flags = ClassFlags::Final.union(ClassFlags::NoDynamicProperties))]
@@ -19,6 +19,8 @@ pub struct Decision {
     per_ms: u64,
     lease: Option<LeaseToken>,
     scope: String,
+    /// A compound call's limits (scope, policy, own verdict), for its headers; empty otherwise.
+    members: Vec<(String, Policy, Verdict)>,
 }
 
 impl Decision {
@@ -34,6 +36,26 @@ impl Decision {
             per_ms: policy.per_ms(),
             lease,
             scope,
+            members: Vec::new(),
+        }
+    }
+
+    /// The answer of `ratelimit_acquire_all()`: the combined verdict is that of limit
+    /// `reported`, whose scope and limit it shows; the headers list every limit.
+    pub fn compound(
+        verdict: Verdict,
+        members: Vec<(String, Policy, Verdict)>,
+        reported: usize,
+        lease: Option<LeaseToken>,
+    ) -> Self {
+        let (scope, policy) = members
+            .get(reported)
+            .or(members.first())
+            .map(|(s, p, _)| (s.clone(), *p))
+            .unwrap_or_else(|| (String::new(), Policy::new(1, 1).expect("a valid policy")));
+        Self {
+            members,
+            ..Self::new(verdict, &policy, scope, lease)
         }
     }
 
@@ -113,7 +135,22 @@ impl Decision {
     /// `RateLimit-Policy`, `RateLimit` and, on a denial, `Retry-After`, as name => value.
     pub fn headers(&self) -> PhpResult<ZBox<ZendHashTable>> {
         let mut table = ZendHashTable::new();
-        for (name, value) in headers::fields(&self.scope, self.limit, self.per_ms, &self.verdict) {
+        let fields = if self.members.is_empty() {
+            headers::fields(&self.scope, self.limit, self.per_ms, &self.verdict)
+        } else {
+            let members: Vec<headers::Member<'_>> = self
+                .members
+                .iter()
+                .map(|(scope, p, v)| headers::Member {
+                    scope,
+                    limit: p.limit(),
+                    per_ms: p.per_ms(),
+                    verdict: v,
+                })
+                .collect();
+            headers::fields_all(&members, &self.verdict)
+        };
+        for (name, value) in fields {
             table.insert(name, value)?;
         }
         Ok(table)

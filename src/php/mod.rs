@@ -1,8 +1,9 @@
-//! The PHP glue: the seven functions, the module's startup, request shutdown and phpinfo().
+//! The PHP glue: the eight functions, the module's startup, request shutdown and phpinfo().
 //! Thin by design: it parses arguments, calls the [`crate::limiter::Limiter`], and builds a
 //! Decision.
 
 mod args;
+mod compound;
 mod decision;
 mod error;
 mod ini;
@@ -34,6 +35,13 @@ static ACQUIRE: [Param; 7] = [
     param("inflight", DataType::Long, true, Some("null")),
     param("scope", DataType::String, false, Some("\"default\"")),
     param("cost", DataType::Long, false, Some("1")),
+    param("request_id", DataType::String, true, Some("null")),
+];
+static ACQUIRE_ALL: [Param; 5] = [
+    param("subject", DataType::String, false, None),
+    param("limits", DataType::Array, false, None),
+    param("cost", DataType::Long, false, Some("1")),
+    param("inflight", DataType::Long, true, Some("null")),
     param("request_id", DataType::String, true, Some("null")),
 ];
 static RELEASE: [Param; 1] = [param("lease", DataType::object(DECISION), false, None)];
@@ -75,10 +83,28 @@ fn subject_arg(call: &Call, i: usize) -> Result<Vec<u8>, Error> {
     Ok(s)
 }
 
+/// What an invalid scope is told.
+fn scope_error() -> &'static str {
+    "must be 1 to 64 characters of [A-Za-z0-9_.:-]"
+}
+
+/// What is wrong with `per` seconds, if anything (shared by `$per` and `$limits[i]["per"]`).
+fn per_error(p: f64) -> Option<&'static str> {
+    if !p.is_finite() {
+        Some("must be a finite number")
+    } else if p < 0.001 {
+        Some("must be greater than or equal to 0.001")
+    } else if p > 1e9 {
+        Some("must be less than or equal to 1000000000")
+    } else {
+        None
+    }
+}
+
 fn scope_arg(call: &Call, i: usize) -> Result<String, Error> {
     let s = call.string(i)?;
     if !subject::valid_scope(&s) {
-        return Err(call.value_error(i, "must be 1 to 64 characters of [A-Za-z0-9_.:-]"));
+        return Err(call.value_error(i, scope_error()));
     }
     Ok(String::from_utf8(s).expect("a valid scope is ASCII"))
 }
@@ -99,16 +125,73 @@ fn policy_args(
     };
     let per_ms = match call.double(i + 1)? {
         None => config.per_ms,
-        Some(p) if !p.is_finite() => return Err(call.value_error(i + 1, "must be a finite number")),
-        Some(p) if p < 0.001 => {
-            return Err(call.value_error(i + 1, "must be greater than or equal to 0.001"))
-        }
-        Some(p) if p > 1e9 => {
-            return Err(call.value_error(i + 1, "must be less than or equal to 1000000000"))
-        }
-        Some(p) => Policy::per_ms_from_seconds(p).expect("bounds checked above"),
+        Some(p) => match per_error(p) {
+            Some(what) => return Err(call.value_error(i + 1, what)),
+            None => Policy::per_ms_from_seconds(p).expect("bounds checked above"),
+        },
     };
     Policy::new(limit, per_ms).map_err(|e| Error::Internal(format!("{e:?}")))
+}
+
+fn request_id_arg(call: &Call, i: usize) -> Result<Option<Vec<u8>>, Error> {
+    match call.nullable_string(i)? {
+        Some(id) if id.is_empty() => Err(call.value_error(i, "must not be empty")),
+        Some(id) if id.len() > MAX_REQUEST_ID_LEN => Err(call.value_error(
+            i,
+            &format!("must be at most {MAX_REQUEST_ID_LEN} bytes long"),
+        )),
+        other => Ok(other),
+    }
+}
+
+fn inflight_arg(call: &Call, i: usize, default: u64) -> Result<u64, Error> {
+    match call.long(i)? {
+        None => Ok(default),
+        Some(n) if n < 0 => Err(call.value_error(i, "must be greater than or equal to 0")),
+        Some(n) => Ok(n as u64),
+    }
+}
+
+extern "C" fn ratelimit_acquire_all(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_acquire_all", &ACQUIRE_ALL)?;
+        let config = ini::config();
+        let subject = subject_arg(&call, 0)?;
+        let limits = compound::limits_arg(&call, 1)?;
+        let smallest = limits.iter().map(|l| l.policy.limit()).min().unwrap_or(0);
+        let cost =
+            match call.long(2)?.unwrap_or(1) {
+                c if c < 1 => return Err(call.value_error(2, "must be greater than 0")),
+                c if c as u64 > smallest => return Err(call.value_error(
+                    2,
+                    "must be less than or equal to the smallest \"limit\" of argument #2 ($limits)",
+                )),
+                c => c as u64,
+            };
+        let max_inflight = inflight_arg(&call, 3, config.inflight)?;
+        let request_id = request_id_arg(&call, 4)?;
+        let asks: Vec<Ask> = limits
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Ask::new(l.policy, cost, if i == 0 { max_inflight } else { 0 }))
+            .collect();
+        let scopes: Vec<&str> = limits.iter().map(|l| l.scope.as_str()).collect();
+        let acquired = worker::with(&config, |l| {
+            l.acquire_all(&subject, &scopes, &asks, request_id.as_deref())
+                .map_err(Error::Store)
+        })?;
+        let members = limits
+            .into_iter()
+            .zip(acquired.each)
+            .map(|(l, v)| (l.scope, l.policy, v))
+            .collect();
+        to_zval(Decision::compound(
+            acquired.verdict,
+            members,
+            acquired.reported,
+            acquired.lease,
+        ))
+    })
 }
 
 extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
@@ -117,13 +200,7 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
         let config = ini::config();
         let subject = subject_arg(&call, 0)?;
         let policy = policy_args(&call, 1, &config)?;
-        let max_inflight = match call.long(3)? {
-            None => config.inflight,
-            Some(n) if n < 0 => {
-                return Err(call.value_error(3, "must be greater than or equal to 0"))
-            }
-            Some(n) => n as u64,
-        };
+        let max_inflight = inflight_arg(&call, 3, config.inflight)?;
         let scope = scope_arg(&call, 4)?;
         let cost = match call.long(5)?.unwrap_or(1) {
             c if c < 1 => return Err(call.value_error(5, "must be greater than 0")),
@@ -134,16 +211,7 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
             }
             c => c as u64,
         };
-        let request_id = match call.nullable_string(6)? {
-            Some(id) if id.is_empty() => return Err(call.value_error(6, "must not be empty")),
-            Some(id) if id.len() > MAX_REQUEST_ID_LEN => {
-                return Err(call.value_error(
-                    6,
-                    &format!("must be at most {MAX_REQUEST_ID_LEN} bytes long"),
-                ))
-            }
-            other => other,
-        };
+        let request_id = request_id_arg(&call, 6)?;
         let ask = Ask::new(policy, cost, max_inflight);
         let acquired = worker::with(&config, |l| {
             l.acquire_request(&subject, &scope, &ask, request_id.as_deref())
@@ -407,6 +475,12 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
             "ratelimit_acquire",
             ratelimit_acquire,
             &ACQUIRE,
+            obj,
+        ))
+        .function(declare(
+            "ratelimit_acquire_all",
+            ratelimit_acquire_all,
+            &ACQUIRE_ALL,
             obj,
         ))
         .function(declare(

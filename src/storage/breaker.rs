@@ -11,7 +11,9 @@
 //! a decision: the call then goes to the primary as if closed.
 
 use super::hostbreaker::HostBreaker;
-use super::{Acquired, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError};
+use super::{
+    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError,
+};
 use crate::core::breaker::{Admit, BreakerState};
 use crate::core::bucket::Policy;
 use crate::core::config::BreakerConfig;
@@ -134,6 +136,16 @@ impl Store for Breaker {
         unwritten: &Counters,
     ) -> Result<Acquired, StoreError> {
         self.call(unwritten, |p, c| p.acquire(key, ask, lease_ttl_ms, c))
+    }
+
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        self.call(unwritten, |p, c| p.acquire_all(keys, asks, lease_ttl_ms, c))
     }
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
@@ -271,6 +283,24 @@ mod tests {
         assert!(acquire(&mut b).unwrap().verdict.allowed);
         assert_eq!(fake.calls(), 1);
         assert_eq!(b.breaker(), Some(BreakerState::Closed));
+    }
+
+    #[test]
+    fn open_it_gates_compound_calls_too() {
+        let h = host();
+        let (mut b, fake) = worker(&h);
+        open_it(&mut b, &fake);
+        let calls = fake.calls();
+        let e = b
+            .acquire_all(
+                &[key(1), key(2)],
+                &[ask(), ask()],
+                60_000,
+                &Counters::default(),
+            )
+            .unwrap_err();
+        assert_eq!((e.kind(), e.what()), (ErrorKind::Unreachable, OPEN));
+        assert_eq!(fake.calls(), calls, "the primary was not asked");
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! 0, the rest of R as `retry_after_ms`, and is counted as `denied_rate`, passed down in
 //! `unwritten` with the next call and cleared when that succeeds.
 
-use super::{Acquired, BucketView, Clock, Counters, Stats, Store, StoreError};
+use super::{Acquired, AcquiredAll, BucketView, Clock, Counters, Stats, Store, StoreError};
 use crate::core::breaker::BreakerState;
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Reason, Source, Verdict};
@@ -203,6 +203,20 @@ impl Store for DenyCache {
         Ok(a)
     }
 
+    /// Passed through, never cached: a compound denial is about several buckets at once, and
+    /// the tokens a compound admission takes can only prolong a remembered denial, never end it.
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        let carried = self.carried(unwritten);
+        let r = self.inner.acquire_all(keys, asks, lease_ttl_ms, &carried);
+        self.settle(r)
+    }
+
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
         self.inner.peek(key, policy)
     }
@@ -309,6 +323,21 @@ mod tests {
     }
 
     #[test]
+    fn a_compound_denial_is_not_cached() {
+        let mut t = setup();
+        let all = |t: &mut T| {
+            t.cache
+                .acquire_all(&[key(1)], &[ask(2)], 60_000, &Counters::default())
+                .unwrap()
+        };
+        all(&mut t);
+        assert_eq!(all(&mut t).verdict.source, Source::Store);
+        let calls = t.store.calls();
+        assert_eq!(all(&mut t).verdict.source, Source::Store);
+        assert_eq!(t.store.calls(), calls + 1, "the store was asked again");
+    }
+
+    #[test]
     fn a_repeated_call_is_denied_locally_without_asking_the_store() {
         let mut t = setup();
         denied(&mut t);
@@ -358,6 +387,15 @@ mod tests {
             ) -> Result<Acquired, StoreError> {
                 self.1.set(10_300);
                 self.0.acquire(k, a, l, u)
+            }
+            fn acquire_all(
+                &mut self,
+                k: &[BucketKey],
+                a: &[Ask],
+                l: u64,
+                u: &Counters,
+            ) -> Result<AcquiredAll, StoreError> {
+                self.0.acquire_all(k, a, l, u)
             }
             fn peek(&mut self, k: &BucketKey, p: &Policy) -> Result<Verdict, StoreError> {
                 self.0.peek(k, p)

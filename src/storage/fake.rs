@@ -3,7 +3,9 @@
 //! its calls, writes what it is given in `unwritten`, and fails with a given [`ErrorKind`]
 //! while told to.
 
-use super::{Acquired, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError};
+use super::{
+    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError,
+};
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
@@ -124,6 +126,53 @@ impl Store for Fake {
         });
         Ok(Acquired {
             verdict: d.verdict,
+            lease,
+        })
+    }
+
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        self.step(unwritten)?;
+        let now = (self.1)();
+        let mut s = self.0.borrow_mut();
+        s.leases.retain(|l| l.2 > now);
+        let live: Vec<i64> = s
+            .leases
+            .iter()
+            .filter(|l| l.1 == keys[0].bucket)
+            .map(|l| l.2)
+            .collect();
+        let slots = Slots {
+            live: live.len() as u64,
+            earliest_expiry: live.iter().min().copied(),
+        };
+        let stored: Vec<_> = keys
+            .iter()
+            .map(|k| s.buckets.get(&k.bucket).copied())
+            .collect();
+        let d = crate::core::compound::decide_all(&stored, asks, slots, now);
+        for (k, b) in keys.iter().zip(&d.buckets) {
+            s.buckets.insert(k.bucket, *b);
+        }
+        let mut c = Counters::default();
+        c.record_verdict(&d.verdict);
+        s.written.add(&c);
+        let lease = (d.verdict.took() && asks[0].max_inflight > 0).then(|| {
+            s.next_lease += 1;
+            let id = LeaseId([s.next_lease; 16]);
+            s.leases
+                .push((id, keys[0].bucket, now + lease_ttl_ms as i64));
+            LeaseToken { id, key: keys[0] }
+        });
+        Ok(AcquiredAll {
+            verdict: d.verdict,
+            each: d.each,
+            reported: d.reported,
             lease,
         })
     }

@@ -16,7 +16,7 @@
 //! plus this host's local ones (the decisions made here during outages); with the primary down,
 //! the local ones alone.
 
-use super::{Acquired, BucketView, Counters, Stats, Store, StoreError};
+use super::{Acquired, AcquiredAll, BucketView, Counters, Stats, Store, StoreError};
 use crate::core::breaker::BreakerState;
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Source, Verdict};
@@ -136,6 +136,31 @@ impl Store for Fallback {
         })?;
         if local {
             a.verdict.source = Source::Fallback;
+        }
+        Ok(a)
+    }
+
+    /// As [`Store::acquire`]: the local store decides the whole compound call when the
+    /// primary cannot, in its own single step.
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        let extra = Counters {
+            fallback_decisions: 1,
+            ..Counters::default()
+        };
+        let (mut a, local) = self.either(unwritten, extra, |s, c| {
+            s.acquire_all(keys, asks, lease_ttl_ms, c)
+        })?;
+        if local {
+            a.verdict.source = Source::Fallback;
+            for v in &mut a.each {
+                v.source = Source::Fallback;
+            }
         }
         Ok(a)
     }
@@ -364,6 +389,28 @@ mod tests {
 
     fn acquire(f: &mut Fallback, inflight: u64) -> Result<Acquired, StoreError> {
         f.acquire(&key(1), &ask(inflight), 60_000, &Counters::default())
+    }
+
+    #[test]
+    fn a_compound_call_is_decided_locally_while_the_primary_is_unavailable() {
+        let w = world();
+        let mut f = fallback(&w);
+        w.primary.fail(Some(ErrorKind::Timeout));
+        let a = f
+            .acquire_all(
+                &[key(1), key(2)],
+                &[ask(0), ask(0)],
+                60_000,
+                &Counters::default(),
+            )
+            .unwrap();
+        assert!(a.verdict.allowed);
+        assert!(a
+            .each
+            .iter()
+            .chain([&a.verdict])
+            .all(|v| v.source == Source::Fallback));
+        assert_eq!(w.local.written().fallback_decisions, 1);
     }
 
     #[test]

@@ -29,6 +29,31 @@ pub struct Acquired {
     pub lease: Option<LeaseToken>,
 }
 
+/// The outcome of a compound acquire ([`Store::acquire_all`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquiredAll {
+    /// The combined answer: that of limit `reported` (see `core::compound`).
+    pub verdict: Verdict,
+    /// Each limit's own view, in the order asked, for the headers.
+    pub each: Vec<Verdict>,
+    pub reported: usize,
+    /// The slot taken in the first limit's bucket, if one was asked for and taken.
+    pub lease: Option<LeaseToken>,
+}
+
+impl AcquiredAll {
+    /// No decision could be made (`fail_open` as [`Verdict::unavailable`]): every limit says so.
+    pub fn unavailable(n: usize, fail_open: bool) -> Self {
+        let v = Verdict::unavailable(fail_open);
+        Self {
+            verdict: v,
+            each: vec![v; n.max(1)],
+            reported: 0,
+            lease: None,
+        }
+    }
+}
+
 /// The wall clock in milliseconds, for stores that keep time themselves. A store reads it
 /// inside its atomic step (for SQLite: once it holds the write lock), so that `now` is never
 /// older than what the previous step wrote; a Redis store asks its server instead.
@@ -169,6 +194,20 @@ pub trait Store {
         lease_ttl_ms: u64,
         unwritten: &Counters,
     ) -> Result<Acquired, StoreError>;
+
+    /// Compound limits, all or nothing: `asks[i]` in bucket `keys[i]` (1 to
+    /// [`crate::core::compound::MAX_LIMITS`], all of one subject, so of one group), in one
+    /// atomic step, decided by `core::compound::decide_all`: every bucket is refilled and
+    /// checked before any is charged, and a denial by any charges none. Only the first ask may
+    /// take a slot or carry a request id (a retry answers the remembered verdict, each limit as
+    /// it stands now). The decision is counted once, in the reported limit's bucket.
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<AcquiredAll, StoreError>;
 
     /// What a call of cost 1 would get now; writes nothing.
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError>;

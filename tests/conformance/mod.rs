@@ -110,6 +110,13 @@ macro_rules! conformance_suite {
             a_denied_call_is_not_remembered,
             a_different_request_id_is_charged,
             top_lists_the_buckets_with_the_most_denials,
+            a_compound_denial_by_the_second_limit_charges_neither,
+            a_compound_admission_charges_every_limit,
+            a_compound_call_reports_the_tightest_limit,
+            a_compound_call_of_one_limit_equals_acquire,
+            a_compound_decision_is_counted_once,
+            a_compound_slot_is_taken_in_the_first_bucket,
+            a_compound_retry_takes_nothing,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -654,4 +661,153 @@ pub fn a_different_request_id_is_charged<B: Backend>(b: &B) {
             .remaining,
         1
     );
+}
+
+/// Bucket `n` of the one subject every compound test uses: one group (one hash tag), as every
+/// bucket of a subject has.
+pub fn subject_key(n: u8) -> BucketKey {
+    BucketKey {
+        bucket: [n; 16],
+        group: [0x5a; 16],
+        previous: None,
+    }
+}
+
+fn peek_remaining<S: Store>(s: &mut S, k: &BucketKey, limit: u64, per_ms: u64) -> u64 {
+    s.peek(k, &Policy::new(limit, per_ms).unwrap())
+        .unwrap()
+        .remaining
+}
+
+pub fn a_compound_denial_by_the_second_limit_charges_neither<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let (k1, k2) = (subject_key(1), subject_key(2));
+    let asks = [ask(5, 1_000, 0), ask(1, 60_000, 0)];
+    assert!(
+        s.acquire_all(&[k1, k2], &asks, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    let a = s.acquire_all(&[k1, k2], &asks, 60_000, &NONE).unwrap();
+    assert_eq!((a.verdict.allowed, a.verdict.reason), (false, Reason::Rate));
+    assert_eq!(
+        peek_remaining(&mut s, &k1, 5, 1_000),
+        4,
+        "the first limit was not charged"
+    );
+    assert_eq!(peek_remaining(&mut s, &k2, 1, 60_000), 0);
+}
+
+pub fn a_compound_admission_charges_every_limit<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let (k1, k2) = (subject_key(1), subject_key(2));
+    let mut asks = [ask(5, 1_000, 0), ask(10, 60_000, 0)];
+    asks[1].cost = 3;
+    asks[0].cost = 3;
+    assert!(
+        s.acquire_all(&[k1, k2], &asks, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    assert_eq!(peek_remaining(&mut s, &k1, 5, 1_000), 2);
+    assert_eq!(peek_remaining(&mut s, &k2, 10, 60_000), 7);
+}
+
+pub fn a_compound_call_reports_the_tightest_limit<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let keys = [subject_key(1), subject_key(2), subject_key(3)];
+    let asks = [ask(10, 1_000, 0), ask(2, 1_000, 0), ask(2, 60_000, 0)];
+    let a = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    assert_eq!(
+        (a.reported, a.verdict.remaining),
+        (1, 1),
+        "the fewest left, the first on ties"
+    );
+    assert_eq!(
+        a.each.iter().map(|v| v.remaining).collect::<Vec<_>>(),
+        [9, 1, 1]
+    );
+    s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let a = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    assert!(!a.verdict.allowed);
+    assert_eq!(
+        (a.reported, a.verdict.retry_after_ms),
+        (2, 30_000),
+        "the longest wait"
+    );
+    assert_eq!(a.each[0].remaining, 8, "an admitting limit as it stands");
+}
+
+pub fn a_compound_call_of_one_limit_equals_acquire<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = ask(3, 1_000, 0);
+    for t in [0, 0, 0, 0, 10, 400, 2_000] {
+        clock.set(T0 + t);
+        let single = s
+            .acquire(&subject_key(1), &a, 60_000, &NONE)
+            .unwrap()
+            .verdict;
+        let all = s
+            .acquire_all(&[subject_key(2)], &[a], 60_000, &NONE)
+            .unwrap();
+        assert_eq!(all.verdict, single, "at +{t} ms");
+        assert_eq!((all.each.as_slice(), all.reported), (&[single][..], 0));
+    }
+}
+
+pub fn a_compound_decision_is_counted_once<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let keys = [subject_key(1), subject_key(2)];
+    let asks = [ask(5, 1_000, 0), ask(1, 60_000, 0)];
+    s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let c = s.stats().unwrap().counters;
+    assert_eq!((c.allowed, c.denied_rate), (1, 1));
+}
+
+pub fn a_compound_slot_is_taken_in_the_first_bucket<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let keys = [subject_key(1), subject_key(2)];
+    let asks = [ask(5, 1_000, 1), ask(5, 60_000, 0)];
+    let first = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let token = first.lease.expect("a slot was asked for");
+    assert_eq!(token.key.bucket, keys[0].bucket);
+    let a = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    assert_eq!(
+        (a.verdict.reason, a.reported, a.lease),
+        (Reason::Inflight, 0, None)
+    );
+    assert_eq!(
+        peek_remaining(&mut s, &keys[1], 5, 60_000),
+        4,
+        "the denial charged nothing"
+    );
+    assert_eq!(s.release(&[token], &NONE).unwrap(), 1);
+    assert!(s
+        .acquire_all(&keys, &asks, 60_000, &NONE)
+        .unwrap()
+        .verdict
+        .took());
+}
+
+pub fn a_compound_retry_takes_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let keys = [subject_key(1), subject_key(2)];
+    let asks = [with_request(ask(5, 1_000, 0), 9, 10_000), ask(5, 60_000, 0)];
+    let first = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let again = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    assert!(again.verdict.retried && again.verdict.allowed);
+    assert_eq!(again.verdict.remaining, first.verdict.remaining);
+    assert_eq!(peek_remaining(&mut s, &keys[0], 5, 1_000), 4);
+    assert_eq!(peek_remaining(&mut s, &keys[1], 5, 60_000), 4);
+    assert_eq!(s.stats().unwrap().counters.retries, 1);
 }

@@ -25,7 +25,7 @@ use crate::core::lease::{LeaseId, LeaseToken};
 use crate::core::subject::BucketKey;
 use crate::core::top::{self, BucketView};
 use crate::opslog::{Event, OpsLog};
-use crate::storage::{Acquired, Clock, ErrorKind, Store, StoreError};
+use crate::storage::{Acquired, AcquiredAll, Clock, ErrorKind, Store, StoreError};
 use conn::Conn;
 use rand::TryRng;
 use redis::Script;
@@ -37,6 +37,7 @@ pub const FLUSH_MS: u64 = 1_000;
 
 struct Scripts {
     acquire: Script,
+    acquire_all: Script,
     peek: Script,
     release: Script,
     record_key: Script,
@@ -51,6 +52,7 @@ fn scripts() -> &'static Scripts {
             |body: &str| Script::new(&format!("{}\n{body}", include_str!("lua/bucket.lua")));
         Scripts {
             acquire: with_bucket(include_str!("lua/acquire.lua")),
+            acquire_all: with_bucket(include_str!("lua/acquire_all.lua")),
             peek: with_bucket(include_str!("lua/peek.lua")),
             release: with_bucket(include_str!("lua/release.lua")),
             record_key: Script::new(include_str!("lua/record_key.lua")),
@@ -130,6 +132,34 @@ fn parse_bucket(v: &str) -> Option<[i64; 7]> {
         *o = fields.next()?.parse().ok()?;
     }
     fields.next().is_none().then_some(out)
+}
+
+/// The reply of `acquire_all.lua`: reported, flags, lease, expired, the combined verdict and
+/// each limit's, six numbers a verdict.
+type AcquireAllReply = (usize, u8, String, u64, Vec<u64>, Vec<u64>);
+
+/// A verdict of `acquire_all.lua`: reason, remaining, retry_after, reset_after, next_token,
+/// dry_run.
+fn verdict_of(v: &[u64], retried: bool) -> Result<Verdict, StoreError> {
+    let [code, remaining, retry_after_ms, reset_after_ms, next_token_ms, dry] = *v else {
+        return Err(StoreError::new(
+            ErrorKind::Io,
+            "an unexpected reply of acquire_all.lua",
+        ));
+    };
+    let reason = reason_of(code.min(2) as u8);
+    let dry_run = dry != 0;
+    Ok(Verdict {
+        allowed: reason == Reason::Ok || dry_run,
+        reason,
+        remaining,
+        retry_after_ms,
+        reset_after_ms,
+        next_token_ms,
+        dry_run,
+        retried,
+        source: Source::Store,
+    })
 }
 
 /// The reply of `acquire.lua`.
@@ -366,6 +396,100 @@ impl Store for RedisStore {
             },
         });
         Ok(Acquired { verdict, lease })
+    }
+
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        let first = &asks[0];
+        let lease_id = if first.max_inflight > 0 {
+            Some(new_lease_id()?)
+        } else {
+            None
+        };
+        // Every key carries its group's hash tag, and a subject's buckets share one group: one
+        // script (one Cluster slot) decides them all.
+        if keys.iter().any(|k| k.group != keys[0].group) {
+            return Err(StoreError::new(
+                ErrorKind::Misconfigured,
+                "a compound call's buckets must belong to one subject",
+            ));
+        }
+        let mut names: Vec<String> = keys.iter().map(|k| self.bucket_key(k)).collect();
+        names.push(self.leases_key(&keys[0]));
+        names.push(match &first.request {
+            Some(r) => self.tagged(&keys[0], "q", &r.name),
+            None => self.tagged(&keys[0], "q", &[]),
+        });
+        let mut args = vec![
+            keys.len().to_string(),
+            lease_ttl_ms.to_string(),
+            lease_id.map(|l| hex(&l.0)).unwrap_or_default(),
+            first.request.map_or(0, |r| r.ttl_ms.max(1)).to_string(),
+            hex(&keys[0].bucket),
+            first.max_inflight.to_string(),
+        ];
+        for a in asks {
+            args.push(a.policy.limit().to_string());
+            args.push(a.policy.per_ms().to_string());
+            args.push(a.cost.to_string());
+            args.push(u8::from(a.dry_run).to_string());
+        }
+        let reply: AcquireAllReply = self.run(|now| {
+            let mut inv = scripts().acquire_all.prepare_invoke();
+            for k in &names {
+                inv.key(k);
+            }
+            inv.arg(now);
+            for a in &args {
+                inv.arg(a);
+            }
+            inv
+        })?;
+        let (reported, flags, lease, expired, combined, each) = reply;
+        let retried = flags & 2 != 0;
+        let verdict = verdict_of(&combined, retried)?;
+        let each = each
+            .chunks(6)
+            .map(|v| verdict_of(v, false))
+            .collect::<Result<Vec<_>, _>>()?;
+        if each.len() != keys.len() {
+            return Err(StoreError::new(
+                ErrorKind::Io,
+                "an unexpected reply of acquire_all.lua",
+            ));
+        }
+        let reported = if retried {
+            crate::core::compound::tightest(&each)
+        } else {
+            reported.min(each.len() - 1)
+        };
+        let mut counts = Counters::default();
+        if retried {
+            counts.retries += 1;
+        } else {
+            counts.record_verdict(&verdict);
+        }
+        counts.leases_expired += expired;
+        counts.clock_regressions += u64::from(flags & 4 != 0);
+        self.note(&counts, unwritten);
+        let lease = unhex16(&lease).map(|id| LeaseToken {
+            id: LeaseId(id),
+            key: BucketKey {
+                previous: None,
+                ..keys[0]
+            },
+        });
+        Ok(AcquiredAll {
+            verdict,
+            each,
+            reported,
+            lease,
+        })
     }
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {

@@ -13,8 +13,11 @@ mod file;
 mod schema;
 mod tx;
 
-use super::{Acquired, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError};
+use super::{
+    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError,
+};
 use crate::core::bucket::{Bucket, Policy};
+use crate::core::compound;
 use crate::core::decision::{self, Ask, Request, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
@@ -619,6 +622,49 @@ fn read_bucket(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stor
         .optional()
 }
 
+/// Writes one bucket of a compound decision (an upsert: eviction in the same transaction may
+/// have dropped a row that was read), with the decision's count when it is the one reported.
+#[allow(clippy::too_many_arguments)]
+fn write_compound_bucket(
+    tx: &Connection,
+    key: &BucketKey,
+    stored: Option<&Stored>,
+    bucket: &Bucket,
+    policy: &Policy,
+    counted: Option<decision::Reason>,
+    now: i64,
+    delta: &mut Delta,
+) -> rusqlite::Result<()> {
+    let (allowed, denied_rate, denied_inflight) = counted.map_or((0, 0, 0), counts::bucket_columns);
+    let full_at = bucket.full_at(policy);
+    if stored.is_none_or(|s| full_at < s.full_at) {
+        delta.drainable_at(full_at);
+    }
+    if stored.is_some() && read_bucket(tx, key)?.is_none() {
+        // Dropped by make_room for another of this call's buckets: it comes back as a new row.
+        delta.entries += 1;
+    }
+    tx.prepare_cached(
+        "INSERT INTO buckets (key, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
+         full_at = excluded.full_at, used_at = excluded.used_at,
+         allowed = allowed + excluded.allowed, denied_rate = denied_rate + excluded.denied_rate,
+         denied_inflight = denied_inflight + excluded.denied_inflight",
+    )?
+    .execute(params![
+        key.bucket,
+        bucket.tokens as i64,
+        bucket.stamp,
+        full_at,
+        evict::used_at(now),
+        allowed,
+        denied_rate,
+        denied_inflight
+    ])?;
+    Ok(())
+}
+
 fn new_lease_id() -> Result<LeaseId, StoreError> {
     let mut id = [0u8; 16];
     rand::rngs::SysRng.try_fill_bytes(&mut id).map_err(|e| {
@@ -744,6 +790,119 @@ impl Store for SqliteStore {
             self.note_admitting(key, a.verdict.took());
         }
         decided
+    }
+
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        let first = asks[0];
+        let lease_id = if first.max_inflight > 0 {
+            Some(new_lease_id()?)
+        } else {
+            None
+        };
+        let max_entries = self.max_entries;
+        // No snapshot path: a compound denial is rarer and reads several buckets; it is always
+        // decided under the write lock.
+        self.write(unwritten, |tx, delta, now| {
+            let mut stored = Vec::with_capacity(keys.len());
+            for key in keys {
+                stored.push(match read_bucket(tx, key)? {
+                    None => migrate(tx, key, delta)?,
+                    found => found,
+                });
+            }
+            if let Some(request) = &first.request {
+                if let Some(again) = remembered(tx, &keys[0], request, now, delta)? {
+                    // A retry: the remembered answer, each limit as it stands now.
+                    let each: Vec<Verdict> = stored
+                        .iter()
+                        .zip(asks)
+                        .map(|(s, a)| decision::peek(s.as_ref().map(|s| s.bucket), &a.policy, now))
+                        .collect();
+                    return Ok(AcquiredAll {
+                        reported: compound::tightest(&each),
+                        verdict: again.verdict,
+                        each,
+                        lease: again.lease,
+                    });
+                }
+            }
+            let slots = if first.max_inflight > 0 {
+                evict::expire_leases(tx, now, delta)?;
+                live_slots_at(tx, &keys[0], now)?
+            } else {
+                Slots::default()
+            };
+            for _ in stored.iter().filter(|s| s.is_none()) {
+                if !evict::make_room(tx, now, max_entries, delta)? {
+                    let a = AcquiredAll::unavailable(keys.len(), false);
+                    delta.counters.record(a.verdict.reason);
+                    return Ok(a);
+                }
+                delta.entries += 1;
+            }
+            let buckets: Vec<Option<Bucket>> = stored
+                .iter()
+                .map(|s| s.as_ref().map(|s| s.bucket))
+                .collect();
+            let d = compound::decide_all(&buckets, asks, slots, now);
+            delta.counters.clock_regressions += u64::from(d.clock_regressed);
+            for (i, (key, b)) in keys.iter().zip(&d.buckets).enumerate() {
+                let counted = (i == d.reported).then_some(d.verdict.reason);
+                write_compound_bucket(
+                    tx,
+                    key,
+                    stored[i].as_ref(),
+                    b,
+                    &asks[i].policy,
+                    counted,
+                    now,
+                    delta,
+                )?;
+            }
+            let lease = match lease_id {
+                Some(id) if d.verdict.took() => {
+                    tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
+                        .execute(params![
+                            id.0,
+                            keys[0].bucket,
+                            lease::expiry(now, lease_ttl_ms)
+                        ])?;
+                    let key = BucketKey {
+                        previous: None,
+                        ..keys[0]
+                    };
+                    Some(LeaseToken { id, key })
+                }
+                _ => None,
+            };
+            delta.counters.dry_run_denied += u64::from(d.verdict.dry_run);
+            if let Some(request) = &first.request {
+                if d.verdict.took() {
+                    remember(
+                        tx,
+                        &keys[0],
+                        request,
+                        &d.verdict,
+                        lease.as_ref(),
+                        (now, lease_ttl_ms),
+                        max_entries,
+                        delta,
+                    )?;
+                }
+            }
+            Ok(AcquiredAll {
+                verdict: d.verdict,
+                each: d.each,
+                reported: d.reported,
+                lease,
+            })
+        })
     }
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
