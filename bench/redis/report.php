@@ -104,32 +104,40 @@ foreach ([['single', 'same'], ['single', 'distinct'], ['cluster', 'same']] as [$
 $md[] = '';
 
 // 3. end to end
+/** The wrk figures of e2e-NAME.r*.txt: the mean over the rounds (and each round's req/s). */
 function wrk(string $run, string $name): ?array
 {
-    $f = "$run/res/e2e-$name.txt";
-    if (!is_file($f)) {
-        return null;
-    }
-    $t = file_get_contents($f);
     $ms = function (string $v): float {
         preg_match('/([\d.]+)(us|ms|s)/', $v, $m);
         return (float) $m[1] * ['us' => 0.001, 'ms' => 1, 's' => 1000][$m[2]];
     };
-    preg_match('/Requests\/sec:\s+([\d.]+)/', $t, $rps);
-    preg_match('/^\s+50%\s+(\S+)/m', $t, $p50);
-    preg_match('/^\s+99%\s+(\S+)/m', $t, $p99);
-    preg_match('/(\d+) requests in/', $t, $tot);
-    preg_match('/Non-2xx or 3xx responses: (\d+)/', $t, $non);
-    if (!$rps) {
+    $runs = [];
+    foreach (glob("$run/res/e2e-$name.r*.txt") as $f) {
+        $t = file_get_contents($f);
+        if (!preg_match('/Requests\/sec:\s+([\d.]+)/', $t, $rps)) {
+            continue;
+        }
+        preg_match('/^\s+50%\s+(\S+)/m', $t, $p50);
+        preg_match('/^\s+99%\s+(\S+)/m', $t, $p99);
+        preg_match('/(\d+) requests in/', $t, $tot);
+        preg_match('/Non-2xx or 3xx responses: (\d+)/', $t, $non);
+        $echo = substr($f, 0, -4) . '.echo';
+        $runs[] = ['rps' => (float) $rps[1], 'p50' => $p50 ? $ms($p50[1]) : 0.0, 'p99' => $p99 ? $ms($p99[1]) : 0.0,
+            'total' => (int) ($tot[1] ?? 0), 'non2xx' => (int) ($non[1] ?? 0),
+            'echo' => is_file($echo) ? (int) file_get_contents($echo) : 0];
+    }
+    if (!$runs) {
         return null;
     }
-    $echo = is_file("$run/res/e2e-$name.echo") ? (int) file_get_contents("$run/res/e2e-$name.echo") : null;
-    return ['echo' => $echo, 'rps' => (float) $rps[1], 'p50' => $p50 ? $ms($p50[1]) : null, 'p99' => $p99 ? $ms($p99[1]) : null,
-        'total' => (int) ($tot[1] ?? 0), 'non2xx' => (int) ($non[1] ?? 0)];
+    $mean = fn (string $k) => array_sum(array_column($runs, $k)) / count($runs);
+    return ['rps' => $mean('rps'), 'p50' => $mean('p50'), 'p99' => $mean('p99'),
+        'total' => array_sum(array_column($runs, 'total')), 'non2xx' => array_sum(array_column($runs, 'non2xx')),
+        'echo' => array_sum(array_column($runs, 'echo')), 'rounds' => array_column($runs, 'rps')];
 }
 $md[] = "## End to end: `wrk -t2 -c16 -d{$p['wrk_secs']}s --latency`, nginx + php-fpm (6 static workers) on 127.0.0.1, the single Redis, one subject";
 $md[] = '';
-$md[] = 'phpredis with `pconnect` and `redis.pconnect.echo_check_liveness=0` (its default sends an ECHO on every reused connection: the row "ECHO on" shows what that costs).';
+$md[] = 'phpredis with `pconnect` and `redis.pconnect.echo_check_liveness=0` (its default sends an ECHO on every reused connection: the row "ECHO on" shows what that costs). '
+    . ($p['rounds'] ?? '1') . ' round(s) of every peer row, the order reversed every other round, in one php-fpm master (ratelimit in a second one, with the extension loaded): req/s, p50 and p99 are the means of the rounds.';
 $md[] = '';
 $md[] = '| Endpoint | req/s | p50 ms | p99 ms | share of empty | 2xx / 429 |';
 $md[] = '| --- | ---: | ---: | ---: | ---: | --- |';
@@ -143,6 +151,9 @@ $row = function (string $label, ?array $w, string $note = '') use (&$md, $empty)
     }
     if (($w['echo'] ?? 0) > 0 && $w['total'] > 0) {
         $note .= sprintf('; %.2f ECHO per request', $w['echo'] / $w['total']);
+    }
+    if (count($w['rounds']) > 1) {
+        $note .= '; rounds: ' . implode(', ', array_map(fn ($r) => number_format($r, 0), $w['rounds'])) . ' req/s';
     }
     $md[] = sprintf('| %s | %s | %.2f | %.2f | %s | %d / %d%s |', $label, number_format($w['rps'], 0), $w['p50'], $w['p99'],
         $empty ? sprintf('%.2f', $w['rps'] / $empty) : '—', $w['total'] - $w['non2xx'], $w['non2xx'], $note);
