@@ -16,9 +16,10 @@ pub enum Event {
     Reopened,
     CorruptMovedAside,
     FailOpenAdmitting,
+    HostClock,
 }
 
-const KINDS: usize = 8;
+const KINDS: usize = 9;
 
 impl Event {
     fn index(self) -> usize {
@@ -35,6 +36,9 @@ impl Event {
             Event::Reopened => "database file removed or replaced, opened the path anew",
             Event::CorruptMovedAside => "database corrupt, moved aside and rebuilt",
             Event::FailOpenAdmitting => "ratelimit.fail_open admitting \"unavailable\" decisions",
+            Event::HostClock => {
+                "the server refuses TIME in scripts, deciding with this host's clock"
+            }
         }
     }
 }

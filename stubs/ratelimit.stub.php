@@ -27,6 +27,15 @@
  * | ratelimit.fail_open         | 0        | 1: an "unavailable" decision is allowed (without a lease)         |
  * | ratelimit.dry_run           | ""       | shadow mode: empty (off), `*` (every scope) or scopes separated by commas; their "rate" and "inflight" denials are answered allowed with `dryRun` true (charged as for real: a denial takes nothing, gets no lease, sends no Retry-After), counted as `dry_run_denied`. "unavailable" stays unavailable (only fail_open admits it) |
  * | ratelimit.request_ttl       | 60       | seconds an admission with a `$request_id` and without a lease is remembered for its retries (with a lease: as long as the lease lives) |
+ * | ratelimit.backend           | sqlite   | `sqlite` (one file per host) or `redis` (one Redis or Redis Cluster for every host of a site) |
+ * | ratelimit.redis_url         | "redis://127.0.0.1:6379/0" | Redis address: `redis://[user:password@]host:port/db`, `rediss://` for TLS (roots from the system or SSL_CERT_FILE), `unix:///path/redis.sock` |
+ * | ratelimit.redis_cluster     | ""       | comma-separated seed node URLs; not empty: Redis Cluster (`redis_url` unused) |
+ * | ratelimit.redis_prefix      | rl:      | put before every key, so that several sites can share one Redis |
+ * | ratelimit.redis_timeout_ms  | 50       | the most one call waits for Redis, connecting, writing and reading together; then "unavailable" |
+ * | ratelimit.redis_fallback    | none     | while Redis is unavailable: `none` ("unavailable", then fail_open) or `local` (decide with this host's SQLite file at db_path: the limit becomes per host) |
+ * | ratelimit.redis_breaker_failures  | 5     | Redis failures within redis_breaker_window_ms that open the host-wide breaker (calls then skip Redis) |
+ * | ratelimit.redis_breaker_window_ms | 10000 | the window of redis_breaker_failures |
+ * | ratelimit.redis_breaker_retry_ms  | 1000  | how long the breaker stays open before one probe per host is let through |
  *
  * Subjects are never stored: only the first 16 bytes of HMAC-SHA256(key, scope . "\0" . subject).
  * A subject that parses whole as an IP address is normalised first (IPv4-mapped IPv6 becomes

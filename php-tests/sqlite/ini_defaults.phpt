@@ -36,6 +36,7 @@ require __DIR__ . '/../_helpers.inc';
 rl_clean('ini_defaults');
 ?>
 --EXPECT--
+ratelimit.backend='sqlite'
 ratelimit.busy_timeout_ms='100'
 ratelimit.db_path='rl-phpt-ini_defaults/db.sqlite'
 ratelimit.dry_run=''
@@ -48,6 +49,14 @@ ratelimit.lease_ttl='60'
 ratelimit.limit='60'
 ratelimit.max_entries='100000'
 ratelimit.per='60'
+ratelimit.redis_breaker_failures='5'
+ratelimit.redis_breaker_retry_ms='1000'
+ratelimit.redis_breaker_window_ms='10000'
+ratelimit.redis_cluster=''
+ratelimit.redis_fallback='none'
+ratelimit.redis_prefix='rl:'
+ratelimit.redis_timeout_ms='50'
+ratelimit.redis_url='redis://127.0.0.1:6379/0'
 ratelimit.request_ttl='60'
 -- PHP_INI_SYSTEM
 bool(false)

@@ -42,9 +42,9 @@ $code = 'ob_start(); phpinfo(INFO_MODULES); $a = ob_get_clean(); ratelimit_acqui
     . 'ob_start(); phpinfo(INFO_MODULES); $b = ob_get_clean(); echo json_encode([$a, $b]);';
 $r = rl_run(['ratelimit.db_path' => "$dir/other.sqlite", 'ratelimit.key_file' => ''], $code, ['inherit' => false]);
 [$before, $after] = json_decode($r['out'], true) ?? ['', ''];
-check($before, "$dir/other.sqlite", "$dir/other.sqlite.key", 'none');
+check($before, "$dir/other.sqlite", "$dir/other.sqlite.key", "\0no key known\0");
 $k = @file_get_contents("$dir/other.sqlite.key");
-check($after, "$dir/other.sqlite", "$dir/other.sqlite.key", $k === false ? 'none' : $k);
+check($after, "$dir/other.sqlite", "$dir/other.sqlite.key", $k === false ? "\0no key known\0" : $k);
 ?>
 --CLEAN--
 <?php

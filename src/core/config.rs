@@ -190,7 +190,8 @@ pub const REDIS: [Directive; 9] = [
     }),
     directive(c"ratelimit.redis_fallback", c"none", |c, v| {
         c.redis.fallback = match v.trim() {
-            "none" => Fallback::None,
+            // php.ini reads the bare word `none` as an empty string.
+            "" | "none" => Fallback::None,
             "local" => Fallback::Local,
             _ => return Err(Invalid("expected none or local")),
         };

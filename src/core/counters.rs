@@ -63,6 +63,26 @@ impl Counters {
         *self == Counters::default()
     }
 
+    /// The counter of that name (as [`Counters::named`] lists it), for a store that keeps them
+    /// by name.
+    pub fn by_name(&mut self, name: &str) -> Option<&mut u64> {
+        Some(match name {
+            "allowed" => &mut self.allowed,
+            "denied_rate" => &mut self.denied_rate,
+            "denied_inflight" => &mut self.denied_inflight,
+            "unavailable" => &mut self.unavailable,
+            "leases_expired" => &mut self.leases_expired,
+            "evicted" => &mut self.evicted,
+            "clock_regressions" => &mut self.clock_regressions,
+            "keys_migrated" => &mut self.keys_migrated,
+            "reopened" => &mut self.reopened,
+            "storage_errors" => &mut self.storage_errors,
+            "dry_run_denied" => &mut self.dry_run_denied,
+            "retries" => &mut self.retries,
+            _ => return None,
+        })
+    }
+
     /// Named pairs, in the order `ratelimit_stats()` lists them.
     pub fn named(&self) -> [(&'static str, u64); 12] {
         [
@@ -95,6 +115,18 @@ pub struct Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_named_counter_is_found_by_its_name() {
+        let mut c = Counters::default();
+        for (i, (name, _)) in Counters::default().named().iter().enumerate() {
+            *c.by_name(name).expect("named") = i as u64 + 1;
+        }
+        let values: Vec<u64> = c.named().iter().map(|(_, v)| *v).collect();
+        let expected: Vec<u64> = (1..=values.len() as u64).collect();
+        assert_eq!(values, expected);
+        assert!(c.by_name("nope").is_none());
+    }
 
     #[test]
     fn each_reason_has_its_own_counter() {

@@ -2,15 +2,16 @@
 //! opened lazily on the first call (never in module startup, which under FPM runs in the master
 //! before fork) and reopened when the process finds itself forked.
 
-use crate::core::config::Config;
+use crate::core::config::{Backend, Config};
 use crate::keyring::KeyRing;
 use crate::limiter::{Limiter, Settings};
 use crate::opslog::OpsLog;
 use crate::php::error::Error;
+use crate::storage::redis::{self, RedisSettings, RedisStore, Target};
 use crate::storage::sqlite::SqliteStore;
-use crate::storage::system_clock;
+use crate::storage::{system_clock, Clock, ErrorKind, Store, StoreError};
 use std::cell::RefCell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
@@ -78,19 +79,21 @@ pub fn with<T>(
                     .map_err(Error::Untrusted)?;
             }
             let db_path = config.db_path(&tmp, euid);
+            if config.backend == Backend::Redis && config.key_file.is_empty() {
+                // A default key made next to each host's database would give each host its own
+                // pseudonyms: one limit silently split in as many.
+                return Err(Error::Store(StoreError::new(
+                    ErrorKind::Misconfigured,
+                    "ratelimit.key_file must be set with ratelimit.backend=redis (every host must use the same key)",
+                )));
+            }
             let (key_path, create) = config.key_path(&tmp, euid);
             let previous = (!config.key_file_previous.is_empty())
                 .then(|| PathBuf::from(&config.key_file_previous));
             let keys = KeyRing::load(&key_path, create, previous.as_deref()).map_err(Error::Key)?;
             let clock = system_clock();
             let log = OpsLog::new(super::ini::log_error, Arc::clone(&clock));
-            let store = SqliteStore::new(
-                &db_path,
-                config.sqlite.busy_timeout_ms,
-                config.sqlite.max_entries,
-                clock,
-                Arc::clone(&log),
-            );
+            let store = open_store(config, &db_path, clock, &log)?;
             let settings = Settings {
                 fail_open: config.fail_open,
                 lease_ttl_ms: config.lease_ttl_ms,
@@ -101,10 +104,38 @@ pub fn with<T>(
             *slot = Some(Worker {
                 process: process(),
                 config: Arc::clone(config),
-                limiter: Limiter::new(Box::new(store), keys, settings, log),
+                limiter: Limiter::new(store, keys, settings, log),
             });
         }
         f(&mut slot.as_mut().expect("opened above").limiter)
+    })
+}
+
+/// The store `config.backend` names, not connected yet (each connects on its first call).
+fn open_store(
+    config: &Config,
+    db_path: &Path,
+    clock: Clock,
+    log: &Arc<OpsLog>,
+) -> Result<Box<dyn Store>, Error> {
+    Ok(match config.backend {
+        Backend::Sqlite => Box::new(SqliteStore::new(
+            db_path,
+            config.sqlite.busy_timeout_ms,
+            config.sqlite.max_entries,
+            clock,
+            Arc::clone(log),
+        )),
+        Backend::Redis => {
+            let r = &config.redis;
+            let settings = RedisSettings {
+                target: Target::parse(&r.url, &r.cluster).map_err(Error::Store)?,
+                prefix: r.prefix.clone(),
+                timeout_ms: r.timeout_ms,
+                flush_ms: redis::FLUSH_MS,
+            };
+            Box::new(RedisStore::new(settings, None, clock, Arc::clone(log)))
+        }
     })
 }
 

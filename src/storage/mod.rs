@@ -3,6 +3,7 @@
 //! any store. Every method is one atomic step of the backend (one SQLite write transaction, one
 //! Redis script) and uses [`crate::core`] for the arithmetic, so all backends decide alike.
 
+pub mod redis;
 pub mod sqlite;
 
 use crate::core::bucket::Policy;

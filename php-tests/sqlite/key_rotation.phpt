@@ -6,8 +6,10 @@ ratelimit
 ratelimit.key_file={TMP}/rl-phpt-key_rotation/old.key
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
-$dir = rl_isolate();
+require __DIR__ . '/../_helpers.inc';
+// Moving buckets is SQLite's: on Redis Cluster a bucket's name under the previous key lives in
+// another slot, out of reach of the decision's script (see the README).
+$dir = rl_isolate('sqlite');
 foreach (['old', 'new'] as $k) {
     file_put_contents("$dir/$k.key", random_bytes(32));
     chmod("$dir/$k.key", 0600);
@@ -31,7 +33,7 @@ echo "a replaced key without key_file_previous: ", trim($r['out']), "\n";
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('key_rotation');
 ?>
 --EXPECT--

@@ -1,0 +1,103 @@
+-- One decision (Store::acquire), in one atomic step: expire leases, refill, check, take.
+--
+-- KEYS[1] the bucket (a string, see format_bucket),
+-- KEYS[2] its leases (a sorted set of lease ids by expiry), KEYS[3] the request id's remembered
+-- answer (a hash, only read and written when ARGV[9] ~= '0'). All three share one hash tag.
+-- ARGV: now ('' = the server's TIME), limit, per_ms, cost, max_inflight, lease_ttl_ms,
+-- lease id (hex, '' without inflight), dry_run ('1'/'0'), request_ttl_ms ('0' = no request id),
+-- the bucket's name (hex, recorded with a remembered answer).
+-- Returns { reason (0 ok, 1 rate, 2 inflight), remaining, retry_after, reset_after, next_token,
+-- flags (1 dry run, 2 retried, 4 clock regressed), lease id or '', leases expired }.
+-- (No redis.replicate_commands(): a no-op from Redis 5 on that costs a third of the script. A
+-- server that refuses TIME before a write fails the call before it writes, and the client then
+-- decides with its own clock.)
+local now = now_ms(ARGV[1])
+local GRACE_MS = 1000
+local limit, per, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) * MILLI
+local max_inflight, lease_ttl, lease_id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local request_ttl = tonumber(ARGV[9])
+
+-- A retry of a remembered admission: the same answer, taking nothing, while its lease lives.
+if request_ttl > 0 then
+  local r = redis.call('HMGET', KEYS[3], 'b', 'l', 'r', 'ra', 'nt', 'e')
+  if r[1] == ARGV[10] then
+    -- Judged by the decision's clock (its key's own expiry runs on the server's).
+    local live = tonumber(r[6]) > now
+    if live and r[2] ~= '' then
+      local e = redis.call('ZSCORE', KEYS[2], r[2])
+      live = e and tonumber(e) > now
+    end
+    if live then
+      return { 0, tonumber(r[3]), 0, tonumber(r[4]), tonumber(r[5]), 2, r[2], 0 }
+    end
+    redis.call('DEL', KEYS[3])
+  end
+end
+
+local live, earliest, expired = 0, nil, 0
+if max_inflight > 0 then
+  expired = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', int(now))
+  live = redis.call('ZCARD', KEYS[2])
+  if live > 0 then
+    earliest = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2])
+  end
+end
+
+local p = policy(limit, per)
+local stored, counts = { tokens = p.cap, stamp = now }, { 0, 0, 0 }
+local t, s, a, d, i = parse_bucket(redis.call('GET', KEYS[1]))
+if t then
+  stored, counts = { tokens = t, stamp = s }, { a, d, i }
+end
+local b, regressed = refill(p, stored, now)
+
+local reason, retry = 0, 0
+if b.tokens < cost then
+  reason, retry = 1, wait_for(p, b, cost, now)
+elseif max_inflight > 0 and live >= max_inflight then
+  reason, retry = 2, math.max(0, earliest - now)
+else
+  b.tokens = b.tokens - cost
+end
+local dry = ARGV[8] == '1' and reason ~= 0
+
+local full = full_at(p, b)
+counts[reason + 1] = counts[reason + 1] + 1
+local lease, last = '', full
+if reason == 0 and max_inflight > 0 and lease_id ~= '' then
+  redis.call('ZADD', KEYS[2], int(now + lease_ttl), lease_id)
+  lease = lease_id
+end
+if live > 0 or lease ~= '' then
+  local latest = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
+  redis.call('PEXPIRE', KEYS[2], int(math.max(0, latest - now) + GRACE_MS))
+  last = math.max(last, latest)
+end
+-- Idle state vanishes by itself: the leases with the last of them, the bucket once it would
+-- be full again (it then holds no information) and none of its leases lives, a second later:
+-- a margin for a decision clock that is not the one Redis expires keys by (the host's, when
+-- the server refuses TIME in scripts). A full bucket kept longer decides as a missing one.
+redis.call('SET', KEYS[1], format_bucket(b.tokens, b.stamp, full, now, counts), 'PX',
+  int(math.max(0, last - now) + GRACE_MS))
+
+local remaining = whole_tokens(b)
+local reset_after = wait_for(p, b, p.cap, now)
+local next_token = wait_for_next_token(p, b, now)
+if reason == 0 and request_ttl > 0 then
+  local ttl = request_ttl
+  if lease ~= '' then
+    ttl = lease_ttl
+  end
+  redis.call('HSET', KEYS[3], 'b', ARGV[10], 'l', lease, 'r', int(remaining),
+    'ra', int(reset_after), 'nt', int(next_token), 'e', int(now + ttl))
+  redis.call('PEXPIRE', KEYS[3], int(ttl + GRACE_MS))
+end
+
+local flags = 0
+if dry then
+  flags = flags + 1
+end
+if regressed then
+  flags = flags + 4
+end
+return { reason, remaining, retry, reset_after, next_token, flags, lease, expired }

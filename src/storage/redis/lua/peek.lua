@@ -1,0 +1,8 @@
+-- What Store::peek needs, read-only: the bucket's milli-tokens and stamp (false when missing)
+-- and the time. The arithmetic is the core's own, in Rust.
+-- KEYS[1] the bucket; ARGV[1] now ('' = the server's TIME).
+local t, s = parse_bucket(redis.call('GET', KEYS[1]))
+if t then
+  return { int(t), int(s), int(now_ms(ARGV[1])) }
+end
+return { false, false, int(now_ms(ARGV[1])) }

@@ -1,0 +1,514 @@
+//! The Redis backend: one limit for every host of a site, on a single Redis or a Redis Cluster.
+//!
+//! Each decision is one script, one round trip: the bucket arithmetic runs in Lua, exact (see
+//! `lua/bucket.lua`), and equals `core::decision` on the shared decision vectors. The time is
+//! the server's (`TIME` inside the script), so the hosts' clocks do not matter; a server that
+//! refuses `TIME` in scripts is detected on the first call and decided with this host's clock.
+//!
+//! Keys hold pseudonyms only, in hex. Every key of a subject carries the same hash tag, the
+//! subject's group pseudonym (made under the empty scope), so that its buckets of every scope,
+//! their leases and its remembered requests share one Cluster slot:
+//! `<prefix>{<group>}b:<bucket>` (the bucket), `…l:<bucket>` (its leases, by expiry),
+//! `…q:<request>` (a remembered admission). Every write sets its expiry in the same script, so
+//! idle state vanishes by itself. Counters are batched per process and added to
+//! `<prefix>counters` at most once a second and at process end.
+
+mod conn;
+
+pub use conn::Target;
+
+use crate::core::bucket::{Bucket, Policy};
+use crate::core::counters::{Counters, Stats};
+use crate::core::decision::{self, Ask, Reason, Verdict};
+use crate::core::keyswitch::{Fingerprint, KeyRecord};
+use crate::core::lease::{LeaseId, LeaseToken};
+use crate::core::subject::BucketKey;
+use crate::core::top::{self, BucketView};
+use crate::opslog::{Event, OpsLog};
+use crate::storage::{Acquired, Clock, ErrorKind, Store, StoreError};
+use conn::Conn;
+use rand::TryRng;
+use redis::Script;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// How often a process adds its counts to the shared counters.
+pub const FLUSH_MS: u64 = 1_000;
+
+struct Scripts {
+    acquire: Script,
+    peek: Script,
+    release: Script,
+    record_key: Script,
+    add_counts: Script,
+}
+
+fn scripts() -> &'static Scripts {
+    static S: OnceLock<Scripts> = OnceLock::new();
+    S.get_or_init(|| {
+        let with_bucket =
+            |body: &str| Script::new(&format!("{}\n{body}", include_str!("lua/bucket.lua")));
+        Scripts {
+            acquire: with_bucket(include_str!("lua/acquire.lua")),
+            peek: with_bucket(include_str!("lua/peek.lua")),
+            release: with_bucket(include_str!("lua/release.lua")),
+            record_key: Script::new(include_str!("lua/record_key.lua")),
+            add_counts: Script::new(include_str!("lua/add_counts.lua")),
+        }
+    })
+}
+
+/// How a connection reads the time.
+#[derive(Clone)]
+enum Time {
+    /// `TIME` inside each script.
+    Server,
+    /// This host's clock (a test's manual clock, or a server that refuses `TIME`).
+    Host(Clock),
+}
+
+/// Connection settings of [`RedisStore::new`].
+pub struct RedisSettings {
+    pub target: Target,
+    pub prefix: String,
+    pub timeout_ms: u64,
+    /// How often counts are added to the shared counters ([`FLUSH_MS`]; 0: at every step).
+    pub flush_ms: u64,
+}
+
+pub struct RedisStore {
+    conn: Conn,
+    prefix: String,
+    time: Time,
+    /// The clock that batches counts (this host's).
+    clock: Clock,
+    /// Counts not yet added to the shared counters, and when they last were.
+    pending: Counters,
+    flushed_at: i64,
+    flush_ms: i64,
+    log: Arc<OpsLog>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex16(s: &str) -> Option<[u8; 16]> {
+    if s.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn new_lease_id() -> Result<LeaseId, StoreError> {
+    let mut id = [0u8; 16];
+    rand::rngs::SysRng.try_fill_bytes(&mut id).map_err(|e| {
+        StoreError::new(ErrorKind::Io, "no random bytes for a lease").with_source(e)
+    })?;
+    Ok(LeaseId(id))
+}
+
+/// A stored bucket as `acquire.lua` writes it: milli-tokens, stamp, full again at, last
+/// decision, allowed, rate-denied and inflight-denied counts.
+fn parse_bucket(v: &str) -> Option<[i64; 7]> {
+    let mut out = [0i64; 7];
+    let mut fields = v.split(' ');
+    for o in out.iter_mut() {
+        *o = fields.next()?.parse().ok()?;
+    }
+    fields.next().is_none().then_some(out)
+}
+
+/// The reply of `acquire.lua`.
+type AcquireReply = (u8, u64, u64, u64, u64, u8, String, u64);
+
+impl RedisStore {
+    /// A store that connects on its first call. `host_clock`: decide with this clock instead of
+    /// the server's (tests drive time with it); `clock` batches the counts.
+    pub fn new(
+        settings: RedisSettings,
+        host_clock: Option<Clock>,
+        clock: Clock,
+        log: Arc<OpsLog>,
+    ) -> Self {
+        Self {
+            conn: Conn::new(
+                settings.target,
+                Duration::from_millis(settings.timeout_ms.max(1)),
+            ),
+            prefix: settings.prefix,
+            time: host_clock.map_or(Time::Server, Time::Host),
+            flushed_at: clock(),
+            flush_ms: settings.flush_ms.min(i64::MAX as u64) as i64,
+            clock,
+            pending: Counters::default(),
+            log,
+        }
+    }
+
+    fn tagged(&self, key: &BucketKey, kind: &str, name: &[u8]) -> String {
+        format!("{}{{{}}}{kind}:{}", self.prefix, hex(&key.group), hex(name))
+    }
+
+    fn bucket_key(&self, key: &BucketKey) -> String {
+        self.tagged(key, "b", &key.bucket)
+    }
+
+    fn leases_key(&self, key: &BucketKey) -> String {
+        self.tagged(key, "l", &key.bucket)
+    }
+
+    fn global(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// The `now` argument of a script: empty for the server's clock.
+    fn now_arg(&self) -> String {
+        match &self.time {
+            Time::Server => String::new(),
+            Time::Host(c) => c().to_string(),
+        }
+    }
+
+    /// Runs one script invocation. A server that refuses `TIME` in scripts fails it before any
+    /// write: this connection then decides with the host's clock from now on, said once in the
+    /// log, and the call is made again (it did nothing).
+    fn run<T: redis::FromRedisValue>(
+        &mut self,
+        build: impl Fn(&str) -> redis::ScriptInvocation<'static>,
+    ) -> Result<T, StoreError> {
+        let now = self.now_arg();
+        let first = self.conn.call(|c| build(&now).invoke(c));
+        match first {
+            Err(e) if matches!(self.time, Time::Server) && refuses_time(&e) => {
+                self.log.note(Event::HostClock, &self.conn.describe());
+                self.time = Time::Host(crate::storage::system_clock());
+                let now = self.now_arg();
+                self.conn.call(|c| build(&now).invoke(c))
+            }
+            other => other,
+        }
+    }
+
+    /// Adds the pending counts to the shared counters when a second has passed (`force`: now).
+    /// A flush that fails keeps them for the next one, unless it timed out: then they may have
+    /// been added, and are dropped rather than counted twice.
+    fn flush_pending(&mut self, force: bool) -> Result<(), StoreError> {
+        let now = (self.clock)();
+        if self.pending.is_zero() || (!force && now - self.flushed_at < self.flush_ms) {
+            return Ok(());
+        }
+        let key = self.global("counters");
+        let named = self.pending.named();
+        let r = self.conn.call(|c| {
+            let mut inv = scripts().add_counts.prepare_invoke();
+            inv.key(&key);
+            for (name, n) in named.iter().filter(|(_, n)| *n > 0) {
+                inv.arg(*name).arg(*n);
+            }
+            inv.invoke::<()>(c)
+        });
+        match r {
+            Ok(()) => {
+                self.pending = Counters::default();
+                self.flushed_at = now;
+                Ok(())
+            }
+            Err(e) => {
+                if e.kind() == ErrorKind::Timeout {
+                    self.pending = Counters::default();
+                }
+                self.flushed_at = now;
+                Err(e)
+            }
+        }
+    }
+
+    /// Counts of a successful step, and the caller's `unwritten` ones, kept for the next flush.
+    fn note(&mut self, counts: &Counters, unwritten: &Counters) {
+        self.pending.add(counts);
+        self.pending.add(unwritten);
+        let _ = self.flush_pending(false);
+    }
+
+    /// Every key matching `pattern`, on every master (SCAN: O(keys), for the operator's reads).
+    fn scan_all(&mut self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        self.conn.scan(pattern)
+    }
+
+    /// The time leases are judged by, for a read outside a script.
+    fn now_for_read(&mut self) -> Result<i64, StoreError> {
+        match &self.time {
+            Time::Host(c) => Ok(c()),
+            Time::Server => {
+                let (s, us): (i64, i64) = self.conn.call(|c| redis::cmd("TIME").query(c))?;
+                Ok(s * 1000 + us / 1000)
+            }
+        }
+    }
+}
+
+/// Whether a script failed because the server refuses `TIME` in scripts (some managed services).
+fn refuses_time(e: &StoreError) -> bool {
+    let text = std::error::Error::source(e)
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let t = text.to_ascii_lowercase();
+    e.kind() == ErrorKind::Io
+        && t.contains("time")
+        && (t.contains("not allowed")
+            || t.contains("deterministic")
+            || t.contains("unknown command"))
+}
+
+fn reason_of(code: u8) -> Reason {
+    match code {
+        0 => Reason::Ok,
+        1 => Reason::Rate,
+        _ => Reason::Inflight,
+    }
+}
+
+impl Store for RedisStore {
+    fn acquire(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        unwritten: &Counters,
+    ) -> Result<Acquired, StoreError> {
+        let lease_id = if ask.max_inflight > 0 {
+            Some(new_lease_id()?)
+        } else {
+            None
+        };
+        let keys = [
+            self.bucket_key(key),
+            self.leases_key(key),
+            match &ask.request {
+                Some(r) => self.tagged(key, "q", &r.name),
+                None => self.tagged(key, "q", &[]),
+            },
+        ];
+        let args = [
+            ask.policy.limit().to_string(),
+            ask.policy.per_ms().to_string(),
+            ask.cost.to_string(),
+            ask.max_inflight.to_string(),
+            lease_ttl_ms.to_string(),
+            lease_id.map(|l| hex(&l.0)).unwrap_or_default(),
+            u8::from(ask.dry_run).to_string(),
+            ask.request.map_or(0, |r| r.ttl_ms.max(1)).to_string(),
+            hex(&key.bucket),
+        ];
+        let reply: AcquireReply = self.run(|now| {
+            let mut inv = scripts().acquire.prepare_invoke();
+            for k in &keys {
+                inv.key(k);
+            }
+            inv.arg(now);
+            for a in &args {
+                inv.arg(a);
+            }
+            inv
+        })?;
+        let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
+            reply;
+        let reason = reason_of(code);
+        let retried = flags & 2 != 0;
+        let dry_run = flags & 1 != 0;
+        let verdict = Verdict {
+            allowed: reason == Reason::Ok || dry_run,
+            reason,
+            remaining,
+            retry_after_ms,
+            reset_after_ms,
+            next_token_ms,
+            dry_run,
+            retried,
+        };
+        let mut counts = Counters::default();
+        if retried {
+            counts.retries += 1;
+        } else {
+            counts.record_verdict(&verdict);
+        }
+        counts.leases_expired += expired;
+        counts.clock_regressions += u64::from(flags & 4 != 0);
+        self.note(&counts, unwritten);
+        let lease = unhex16(&lease).map(|id| LeaseToken {
+            id: LeaseId(id),
+            key: BucketKey {
+                previous: None,
+                ..*key
+            },
+        });
+        Ok(Acquired { verdict, lease })
+    }
+
+    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
+        let bucket = self.bucket_key(key);
+        let (tokens, stamp, now): (Option<u64>, Option<i64>, i64) = self.run(|now| {
+            let mut inv = scripts().peek.prepare_invoke();
+            inv.key(&bucket).arg(now);
+            inv
+        })?;
+        let stored = tokens
+            .zip(stamp)
+            .map(|(tokens, stamp)| Bucket { tokens, stamp });
+        Ok(decision::peek(stored, policy, now))
+    }
+
+    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
+        let mut freed = 0;
+        for t in leases {
+            let zset = self.leases_key(&t.key);
+            let id = hex(&t.id.0);
+            let n: u64 = self.run(|now| {
+                let mut inv = scripts().release.prepare_invoke();
+                inv.key(&zset).arg(now).arg(&id);
+                inv
+            })?;
+            freed += n;
+        }
+        self.note(&Counters::default(), unwritten);
+        Ok(freed)
+    }
+
+    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
+        let keys = [self.bucket_key(key), self.leases_key(key)];
+        let n: u64 = self
+            .conn
+            .call(|c| redis::cmd("DEL").arg(&keys[..]).query(c))?;
+        self.note(&Counters::default(), unwritten);
+        Ok(n > 0)
+    }
+
+    fn stats(&mut self) -> Result<Stats, StoreError> {
+        let _ = self.flush_pending(true);
+        let key = self.global("counters");
+        let stored: std::collections::HashMap<String, u64> = self
+            .conn
+            .call(|c| redis::cmd("HGETALL").arg(&key).query(c))?;
+        let mut counters = Counters::default();
+        for (name, n) in &stored {
+            if let Some(c) = counters.by_name(name) {
+                *c = *n;
+            }
+        }
+        counters.add(&self.pending);
+        let prefix = self.prefix.clone();
+        let buckets = self.scan_all(&format!("{prefix}{{*}}b:*"))?;
+        let leases = self.scan_all(&format!("{prefix}{{*}}l:*"))?;
+        let mut live = 0;
+        if !leases.is_empty() {
+            let after = format!("({}", self.now_for_read()?);
+            for l in &leases {
+                let n: u64 = self
+                    .conn
+                    .call(|c| redis::cmd("ZCOUNT").arg(l).arg(&after).arg("+inf").query(c))?;
+                live += n;
+            }
+        }
+        Ok(Stats {
+            counters,
+            entries: buckets.len() as u64,
+            live_leases: live,
+        })
+    }
+
+    fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
+        let prefix = self.prefix.clone();
+        let buckets = self.scan_all(&format!("{prefix}{{*}}b:*"))?;
+        let mut views = Vec::new();
+        let after = format!("({}", self.now_for_read()?);
+        for name in &buckets {
+            let stored: Option<String> =
+                self.conn.call(|c| redis::cmd("GET").arg(name).query(c))?;
+            let Some([t, s, f, u, a, d, i]) = stored.as_deref().and_then(parse_bucket) else {
+                continue;
+            };
+            let Some(bucket) = name.rsplit(':').next().and_then(unhex16) else {
+                continue;
+            };
+            let count = |v: i64| v.max(0) as u64;
+            let (d, i) = (count(d), count(i));
+            if d + i == 0 {
+                continue;
+            }
+            let leases = name.replacen("}b:", "}l:", 1);
+            let live: u64 = self.conn.call(|c| {
+                redis::cmd("ZCOUNT")
+                    .arg(&leases)
+                    .arg(&after)
+                    .arg("+inf")
+                    .query(c)
+            })?;
+            views.push(BucketView {
+                bucket,
+                tokens_milli: count(t),
+                stamp_ms: s,
+                full_at_ms: f,
+                used_at_ms: u,
+                allowed: count(a),
+                denied_rate: d,
+                denied_inflight: i,
+                live_leases: live,
+            });
+        }
+        top::order(&mut views);
+        views.truncate(n);
+        Ok(views)
+    }
+
+    fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
+        let key = self.global("keyring");
+        let (f, p): (Option<String>, Option<String>) = self
+            .conn
+            .call(|c| redis::cmd("HMGET").arg(&key).arg("f").arg("p").query(c))?;
+        Ok(f.and_then(|f| unhex16(&f)).map(|fingerprint| KeyRecord {
+            fingerprint,
+            path: p.unwrap_or_default(),
+        }))
+    }
+
+    fn record_key(
+        &mut self,
+        new: &KeyRecord,
+        expected: Option<&Fingerprint>,
+    ) -> Result<bool, StoreError> {
+        let key = self.global("keyring");
+        let expected = expected.map(|f| hex(f)).unwrap_or_default();
+        let (fp, path) = (hex(&new.fingerprint), new.path.clone());
+        let n: u64 = self.conn.call(|c| {
+            scripts()
+                .record_key
+                .key(&key)
+                .arg(&expected)
+                .arg(&fp)
+                .arg(&path)
+                .invoke(c)
+        })?;
+        Ok(n == 1)
+    }
+
+    fn tick(&mut self) {
+        let _ = self.flush_pending(false);
+    }
+
+    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
+        self.pending.add(unwritten);
+        self.flush_pending(true)
+    }
+}
+
+impl Drop for RedisStore {
+    /// Adds what is still pending (a process ending normally loses no count); best effort.
+    fn drop(&mut self) {
+        let _ = self.flush_pending(true);
+    }
+}

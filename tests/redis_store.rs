@@ -1,0 +1,279 @@
+//! The Redis store against real redis-server processes: the conformance suite every store
+//! passes, on a single server and on a 3-master cluster, then what only Redis has (the exact
+//! Lua arithmetic, the server's clock, the key layout).
+//!
+//! The servers are started by the test command (`./run-tests`, with `scripts/redis start`),
+//! which passes their addresses in `RL_REDIS_URL` and `RL_REDIS_CLUSTER`. Without them these
+//! tests fail, saying so: they are never skipped silently.
+
+mod conformance;
+
+use conformance::{ask, key, Backend, ManualClock, NONE, T0};
+use proptest::prelude::*;
+use ratelimit::opslog::OpsLog;
+use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
+use ratelimit::storage::{system_clock, Clock, ErrorKind, Store};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: start servers with `scripts/redis start single|cluster DIR` and source DIR/env (./run-tests does)")
+    })
+}
+
+/// A prefix no other test uses, so that tests share a server without sharing keys.
+fn fresh_prefix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "rltest:{}:{}:",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+struct Redis {
+    url: String,
+    cluster: Vec<String>,
+    prefix: String,
+}
+
+impl Redis {
+    fn single() -> Self {
+        Self {
+            url: env("RL_REDIS_URL"),
+            cluster: Vec::new(),
+            prefix: fresh_prefix(),
+        }
+    }
+
+    fn cluster() -> Self {
+        Self {
+            url: String::new(),
+            cluster: env("RL_REDIS_CLUSTER")
+                .split(',')
+                .map(str::to_string)
+                .collect(),
+            prefix: fresh_prefix(),
+        }
+    }
+
+    fn store(&self, host_clock: Option<Clock>) -> RedisStore {
+        let settings = RedisSettings {
+            target: Target::parse(&self.url, &self.cluster).unwrap(),
+            prefix: self.prefix.clone(),
+            timeout_ms: 2_000,
+            // Counts at every step, as the suite's other connections expect them at once;
+            // `counts_are_batched_and_none_is_lost` tests the batching.
+            flush_ms: 0,
+        };
+        RedisStore::new(settings, host_clock, system_clock(), OpsLog::none())
+    }
+}
+
+impl Backend for Redis {
+    type S = RedisStore;
+    fn open(&self, clock: Clock) -> RedisStore {
+        self.store(Some(clock))
+    }
+}
+
+mod single {
+    use super::conformance;
+    crate::conformance_suite!(super::Redis::single());
+}
+
+mod cluster {
+    use super::conformance;
+    crate::conformance_suite!(super::Redis::cluster());
+}
+
+/// Runs `bucket.lua` with a driver appended, on the single server.
+fn eval_bucket_lua(driver: &str, args: &[String]) -> Vec<i64> {
+    let src = format!(
+        "{}\n{driver}",
+        include_str!("../src/storage/redis/lua/bucket.lua")
+    );
+    let client = redis::Client::open(env("RL_REDIS_URL")).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(src).arg(0);
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.query(&mut c).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The Lua muldiv is exact wherever the bucket arithmetic calls it: a <= c < 2^50, b < 2^50.
+    #[test]
+    fn lua_muldiv_is_exact_at_every_bound(
+        cases in proptest::collection::vec((1u64..(1 << 50), 0u64..(1 << 50), 0.0f64..=1.0), 32)
+    ) {
+        let inputs: Vec<(u64, u64, u64)> = cases
+            .iter()
+            .map(|&(c, b, f)| (((c as f64) * f) as u64 % (c + 1), b, c))
+            .collect();
+        let args: Vec<String> = inputs
+            .iter()
+            .flat_map(|(a, b, c)| [a.to_string(), b.to_string(), c.to_string()])
+            .collect();
+        let got = eval_bucket_lua(
+            "local out = {} \
+             for i = 1, #ARGV, 3 do \
+               local q, r = muldiv(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])) \
+               out[#out + 1] = int(q) out[#out + 1] = int(r) \
+             end return out",
+            &args,
+        );
+        for (i, (a, b, c)) in inputs.iter().enumerate() {
+            let p = *a as u128 * *b as u128;
+            let want = ((p / *c as u128) as i64, (p % *c as u128) as i64);
+            prop_assert_eq!((got[2 * i], got[2 * i + 1]), want, "a={} b={} c={}", a, b, c);
+        }
+    }
+}
+
+#[test]
+fn lua_muldiv_is_exact_at_the_extremes() {
+    let max = (1u64 << 50) - 1;
+    let cases = [
+        (max, max, max),
+        (max - 1, max, max),
+        (1, max, max),
+        (0, max, 7),
+        (999_999_999_999, 1_000_000_000_000_000, 1_000_000_000_000),
+        (
+            1_000_000_000_000_000,
+            1_000_000_000_000,
+            1_000_000_000_000_000,
+        ),
+        (
+            999_999_999_999_999,
+            1_000_000_000_000,
+            1_000_000_000_000_000,
+        ),
+        (3, 1, 1_000_000_000_000_000),
+    ];
+    let args: Vec<String> = cases
+        .iter()
+        .flat_map(|(a, b, c)| [a.to_string(), b.to_string(), c.to_string()])
+        .collect();
+    let got = eval_bucket_lua(
+        "local out = {} for i = 1, #ARGV, 3 do \
+           local q, r = muldiv(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])) \
+           out[#out + 1] = q out[#out + 1] = r end return out",
+        &args,
+    );
+    for (i, (a, b, c)) in cases.iter().enumerate() {
+        let p = *a as u128 * *b as u128;
+        assert_eq!(
+            (got[2 * i], got[2 * i + 1]),
+            ((p / *c as u128) as i64, (p % *c as u128) as i64),
+            "a={a} b={b} c={c}"
+        );
+    }
+}
+
+#[test]
+fn decisions_use_the_servers_clock_without_a_host_clock() {
+    let r = Redis::single();
+    let mut s = r.store(None);
+    let a = ask(2, 60_000, 0);
+    let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+    assert!(v.allowed);
+    assert_eq!(v.remaining, 1);
+    // The server's time, not the manual clock's: a bucket stamped now, near the wall clock.
+    let client = redis::Client::open(r.url.clone()).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let stored: String = redis::cmd("GET")
+        .arg(format!(
+            "{}{{{}}}b:{}",
+            r.prefix,
+            "fe".repeat(16),
+            "01".repeat(16)
+        ))
+        .query(&mut c)
+        .unwrap();
+    let stamp: i64 = stored.split(' ').nth(1).unwrap().parse().unwrap();
+    let wall = (system_clock())();
+    assert!((stamp - wall).abs() < 5_000, "stamp {stamp} vs wall {wall}");
+}
+
+#[test]
+fn every_key_of_a_subject_carries_its_group_as_hash_tag() {
+    let r = Redis::single();
+    let clock = ManualClock::at(T0);
+    let mut s = r.store(Some(clock.clock()));
+    s.acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
+        .unwrap();
+    let client = redis::Client::open(r.url.clone()).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}*", r.prefix))
+        .query(&mut c)
+        .unwrap();
+    keys.retain(|k| k.contains('{'));
+    keys.sort();
+    let tag = format!("{{{}}}", "fe".repeat(16));
+    let b = "01".repeat(16);
+    assert_eq!(
+        keys,
+        [
+            format!("{}{tag}b:{b}", r.prefix),
+            format!("{}{tag}l:{b}", r.prefix),
+        ]
+    );
+}
+
+#[test]
+fn an_unreachable_server_is_an_error_within_the_timeout() {
+    let settings = RedisSettings {
+        target: Target::parse("redis://127.0.0.1:1/0", &[]).unwrap(),
+        prefix: "rl:".into(),
+        timeout_ms: 50,
+        flush_ms: 1_000,
+    };
+    let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
+    let t0 = std::time::Instant::now();
+    let e = s
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .unwrap_err();
+    assert!(e.is_transient(), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Unreachable);
+    assert!(t0.elapsed().as_millis() < 500);
+}
+
+#[test]
+fn counts_are_batched_and_none_is_lost() {
+    let r = Redis::single();
+    let clock = ManualClock::at(T0);
+    let batched = || {
+        let settings = RedisSettings {
+            target: Target::parse(&r.url, &[]).unwrap(),
+            prefix: r.prefix.clone(),
+            timeout_ms: 2_000,
+            flush_ms: 1_000,
+        };
+        RedisStore::new(settings, None, clock.clock(), OpsLog::none())
+    };
+    let mut s = batched();
+    let a = ask(1, 3_600_000, 0);
+    for _ in 0..3 {
+        s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    }
+    let seen = |n: &mut RedisStore| {
+        let c = n.stats().unwrap().counters;
+        (c.allowed, c.denied_rate)
+    };
+    let mut other = batched();
+    assert_eq!(seen(&mut other), (0, 0), "held back for up to a second");
+    assert_eq!(seen(&mut s), (1, 2), "a process sees its own at once");
+    clock.set(T0 + 1_000);
+    s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    assert_eq!(seen(&mut other), (1, 3), "added once a second");
+    s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    drop(s);
+    assert_eq!(seen(&mut other), (1, 4), "and at the end");
+}
