@@ -46,9 +46,13 @@ $md[] = '';
 $md[] = "- Command: `{$meta['cmdline']}` (from the repository root)";
 $md[] = "- Date: {$meta['date']}";
 $md[] = "- Machine: {$meta['cpus']} cores, load average {$meta['load_start']} at start, " . ($meta['load_end'] ?? '?') . ' at the end';
+$md[] = '- ratelimit: ' . ($meta['so'] !== '' ? "`{$meta['so']}`" : 'not built') . ', built from commit ' . ($meta['commit'] ?? 'unknown');
 $md[] = "- Versions: PHP {$meta['php']}, redis-server {$meta['redis']} (save \"\", appendonly no, on 127.0.0.1, started by scripts/redis), phpredis {$meta['phpredis']}";
 $md[] = '- Peers: `bench/redis/lib.php`. The floor is an EVALSHA of `return 1` with one key (one round trip, nothing decided); '
     . 'the peer is a careful PHP token bucket on phpredis and one Lua script (integer state, TIME and PEXPIRE in the script).';
+if (!empty($meta['rl_note'])) {
+    $md[] = "- Note on ratelimit: {$meta['rl_note']}.";
+}
 $md[] = '';
 
 // 1. one process
