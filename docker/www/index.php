@@ -9,4 +9,4 @@ if (!$d->allowed) {
     echo "Too Many Requests\n";
     exit;
 }
-echo 'Hello from worker ', getmypid(), ", $d->remaining left\n";
+echo 'Hello from worker ', getmypid(), ' on ', gethostname(), ", $d->remaining left\n";

@@ -1,0 +1,11 @@
+<?php
+// One rate decision: ?s=subject&limit=5&per=86400 (&ms=N sleeps N ms afterwards, which spreads
+// concurrent requests over the workers). 200 when admitted, 429 when not.
+require __DIR__ . '/_common.inc';
+$d = rt_decide(fn () => ratelimit_acquire($_GET['s'] ?? 'demo', limit: (int) ($_GET['limit'] ?? 5),
+    per: (float) ($_GET['per'] ?? 86400)));
+if (isset($_GET['ms'])) {
+    usleep(1000 * (int) $_GET['ms']);
+}
+http_response_code($d->allowed ? 200 : 429);
+echo $d->allowed ? "ok\n" : "Too Many Requests\n";
