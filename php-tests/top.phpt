@@ -13,7 +13,7 @@ for ($i = 0; $i < 7; $i++) ratelimit_acquire('top-hammering', 1, 3600);    // 1 
 for ($i = 0; $i < 3; $i++) ratelimit_acquire('top-second', 1, 3600);       // 1 allowed, 2 rate
 for ($i = 0; $i < 4; $i++) ratelimit_acquire('top-calm', 100, 60);         // 4 allowed
 $l = ratelimit_acquire('top-held', 100, 60, 1);
-for ($i = 0; $i < 4; $i++) ratelimit_acquire('top-held', 100, 60, 1);      // 4 inflight
+for ($i = 0; $i < 4; $i++) ratelimit_acquire('top-held', 100, 86400, 1);   // 4 inflight (slow: no refill between the calls)
 $top = ratelimit_top();
 echo "listed: ", count($top), "\n";
 foreach ($top as $i => $b) {

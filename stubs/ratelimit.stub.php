@@ -111,8 +111,9 @@ namespace RateLimit {
          * Who decided: "store" (the configured store, in its atomic step), "deny_cache" (a
          * recent "rate" denial of this bucket repeated locally, without asking the store, until
          * its wait is over), "fallback" (the primary store, e.g. Redis, was unavailable: this
-         * host's local SQLite file decided) or "fail_open" (no store could decide and
-         * ratelimit.fail_open=1 admitted the call: `$reason` is then "unavailable").
+         * host's local SQLite file decided) or "fail_open" (no store could decide: `$reason`
+         * is "unavailable", and ratelimit.fail_open decided: allowed when it is 1, denied when
+         * it is 0).
          */
         public readonly string $source;
 

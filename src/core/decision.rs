@@ -38,7 +38,8 @@ pub enum Source {
     DenyCache,
     /// The primary store was unavailable: this host's local store decided.
     Fallback,
-    /// No store could decide and `ratelimit.fail_open` admitted the call.
+    /// No store could decide ("unavailable"): `ratelimit.fail_open` did, admitting the call
+    /// when it is on, denying it when it is off.
     FailOpen,
 }
 
@@ -89,11 +90,9 @@ impl Verdict {
             next_token_ms: 0,
             dry_run: false,
             retried: false,
-            source: if fail_open {
-                Source::FailOpen
-            } else {
-                Source::Store
-            },
+            // No store could decide: the operator's fail_open choice did (allowed when it
+            // admits, denied when it does not), whatever the reason the store gave.
+            source: Source::FailOpen,
         }
     }
 
@@ -328,7 +327,7 @@ mod tests {
     #[test]
     fn a_fail_open_admission_says_so_and_a_store_decision_too() {
         assert_eq!(Verdict::unavailable(true).source, Source::FailOpen);
-        assert_eq!(Verdict::unavailable(false).source, Source::Store);
+        assert_eq!(Verdict::unavailable(false).source, Source::FailOpen);
         let d = decide(None, &ask(1, 1_000, 1, 0), Slots::default(), 0);
         assert_eq!(d.verdict.source, Source::Store);
     }

@@ -149,14 +149,20 @@ fn open_store(
                 HostBreaker::open(&HostBreaker::path_for(db_path)).map_err(Error::Store)?;
             // A probe whose worker died frees its slot after twice the timeout.
             let probe_ms = r.timeout_ms.saturating_mul(2).saturating_add(50);
-            let breaker = Box::new(Breaker::new(
+            let breaker = Breaker::new(
                 redis,
                 shared,
                 r.breaker,
                 probe_ms,
                 Arc::clone(&clock),
                 Arc::clone(log),
-            ));
+            );
+            // With a local fallback, its "deciding with the local fallback" is the one line of
+            // a switch.
+            let breaker = Box::new(match r.fallback {
+                Fallback::None => breaker,
+                Fallback::Local => breaker.opening_logged_above(),
+            });
             let local: Option<LocalStore> = match r.fallback {
                 Fallback::None => None,
                 Fallback::Local => {
@@ -177,7 +183,10 @@ fn open_store(
                     }))
                 }
             };
-            let fallback = Box::new(FallbackStore::new(breaker, local, Arc::clone(log)));
+            let fallback = Box::new(
+                FallbackStore::new(breaker, local, Arc::clone(log))
+                    .pause_after_failure(monotonic_clock(), r.timeout_ms),
+            );
             Box::new(DenyCache::new(fallback, monotonic_clock()))
         }
     })

@@ -38,9 +38,18 @@ pub struct Breaker {
     held: Counters,
     /// Openings made by this process, not yet taken ([`Store::take_openings`]).
     openings: u64,
+    /// A fallback above logs the switch an opening is: one line per switch, not two.
+    opening_logged_above: bool,
 }
 
 impl Breaker {
+    /// For a breaker under a [`super::fallback::Fallback`] with a local store, which logs the
+    /// switch each opening is: the breaker then logs only its closing.
+    pub fn opening_logged_above(mut self) -> Self {
+        self.opening_logged_above = true;
+        self
+    }
+
     /// `shared`: the host's breaker file ([`HostBreaker::open`], lazily, on first use);
     /// `probe_timeout_ms`: how long a probe holds the host's probe slot before another call may
     /// probe (the primary's own timeout, so that a probe killed mid-call frees it then);
@@ -63,6 +72,7 @@ impl Breaker {
             log,
             held: Counters::default(),
             openings: 0,
+            opening_logged_above: false,
         }
     }
 
@@ -119,7 +129,9 @@ impl Breaker {
                     .transition(now, |r| r.failed(&cfg, now, admit.probe()));
                 if opened.unwrap_or(false) {
                     self.openings += 1;
-                    self.log.note(Event::BreakerOpened, e.what());
+                    if !self.opening_logged_above {
+                        self.log.note(Event::BreakerOpened, e.what());
+                    }
                 }
             }
         }

@@ -16,7 +16,9 @@
 //! plus this host's local ones (the decisions made here during outages); with the primary down,
 //! the local ones alone.
 
-use super::{Acquired, AcquiredAll, BucketView, Counters, Stats, Store, StoreError};
+use super::{
+    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError,
+};
 use crate::core::breaker::BreakerState;
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Source, Verdict};
@@ -48,6 +50,9 @@ pub struct Fallback {
     local: Option<Box<dyn Store>>,
     held: Counters,
     log: Arc<OpsLog>,
+    /// See [`Fallback::pause_after_failure`]: the clock and the pause, and the last failure.
+    pause: Option<(Clock, i64)>,
+    failed_at: Option<i64>,
 }
 
 impl Fallback {
@@ -59,6 +64,27 @@ impl Fallback {
             local: None,
             held: Counters::default(),
             log,
+            pause: None,
+            failed_at: None,
+        }
+    }
+
+    /// After a failure of the primary, goes straight to the local store for `ms` (the
+    /// primary's timeout): the later steps of the same PHP call (a decision after its key
+    /// check) never wait for a failing primary a second time, before the host's breaker opens.
+    /// `clock`: monotonic milliseconds.
+    pub fn pause_after_failure(mut self, clock: Clock, ms: u64) -> Self {
+        self.pause = Some((clock, ms.min(i64::MAX as u64) as i64));
+        self
+    }
+
+    fn primary_just_failed(&self) -> bool {
+        match (&self.pause, self.failed_at, &self.open_local) {
+            (Some((clock, ms)), Some(at), Some(_)) => {
+                let now = clock();
+                now >= at && now - at < *ms
+            }
+            _ => false,
         }
     }
 
@@ -93,24 +119,37 @@ impl Fallback {
         extra: Counters,
         mut f: impl FnMut(&mut dyn Store, &Counters) -> Result<T, StoreError>,
     ) -> Result<(T, bool), StoreError> {
-        let mut carried = *unwritten;
-        carried.add(&self.held);
-        let e = match f(self.primary.as_mut(), &carried) {
-            Ok(v) => {
-                self.held = Counters::default();
-                return Ok((v, false));
+        if !self.primary_just_failed() {
+            let mut carried = *unwritten;
+            carried.add(&self.held);
+            let e = match f(self.primary.as_mut(), &carried) {
+                Ok(v) => {
+                    self.held = Counters::default();
+                    return Ok((v, false));
+                }
+                Err(e) => e,
+            };
+            self.absorb(&e);
+            if !falls_back(&e) {
+                return Err(e);
             }
-            Err(e) => e,
-        };
-        self.absorb(&e);
-        if !falls_back(&e) {
-            return Err(e);
+            if let Some((clock, _)) = &self.pause {
+                self.failed_at = Some(clock());
+            }
+            if self.open_local.is_none() {
+                return Err(e);
+            }
         }
         let mut carried = *unwritten;
         carried.add(&self.held);
         carried.add(&extra);
         let local = match self.local() {
-            None => return Err(e),
+            None => {
+                return Err(StoreError::new(
+                    ErrorKind::Unreachable,
+                    "primary store unavailable and no local fallback",
+                ))
+            }
             Some(local) => local?,
         };
         let v = f(local.as_mut(), &carried)?;
@@ -385,6 +424,29 @@ mod tests {
 
     fn fallback(w: &World) -> Fallback {
         Fallback::new(w.primary.boxed(), Some(factory(w)), OpsLog::none())
+    }
+
+    #[test]
+    fn a_failed_primary_is_not_asked_again_within_the_pause() {
+        let w = world();
+        let mut f = fallback(&w).pause_after_failure(w.time.clock(), 50);
+        w.primary.fail(Some(ErrorKind::Timeout));
+        // The key check fails over, then the decision of the same call goes local at once.
+        f.key_record().unwrap();
+        let asked = w.primary.calls();
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(a.verdict.source, Source::Fallback);
+        assert_eq!(
+            w.primary.calls(),
+            asked,
+            "the primary was not asked within the pause"
+        );
+        // After the pause it is asked again (and answers, now that it works).
+        w.primary.fail(None);
+        w.time.set(1_050);
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(a.verdict.source, Source::Store);
+        assert_eq!(w.primary.calls(), asked + 1);
     }
 
     fn acquire(f: &mut Fallback, inflight: u64) -> Result<Acquired, StoreError> {
