@@ -542,7 +542,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fail_open_admission_names_fail_open_as_its_source() {
+    fn an_undecidable_call_names_fail_open_as_its_source_whichever_way_it_went() {
         use crate::core::decision::Source;
         let (mut l, _) = limiter(&[ErrorKind::Timeout], true);
         assert_eq!(
@@ -552,8 +552,8 @@ mod tests {
         let (mut l, _) = limiter(&[ErrorKind::Timeout], false);
         assert_eq!(
             l.acquire(b"s", "default", &ask(0)).unwrap().verdict.source,
-            Source::Store,
-            "a denial for want of a store is no fail-open"
+            Source::FailOpen,
+            "a denial for want of a store is fail_open's too: it decided to deny"
         );
         let (mut l, _) = limiter(&[], true);
         assert_eq!(

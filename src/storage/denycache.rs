@@ -584,6 +584,7 @@ mod tests {
         };
         let v = Verdict {
             reason: Reason::Rate,
+            source: Source::Store,
             ..v
         };
         for i in 0..(MAX_ENTRIES as u32 + 10) {
