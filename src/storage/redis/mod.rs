@@ -282,6 +282,35 @@ impl RedisStore {
         let _ = self.flush_pending(false);
     }
 
+    /// Counts a decision a script made (a retry as a retry, leases it found expired, a clock
+    /// seen going back) and names the lease it took, in `key`'s bucket.
+    fn decided(
+        &mut self,
+        verdict: &Verdict,
+        expired: u64,
+        flags: u8,
+        lease: &str,
+        key: &BucketKey,
+        unwritten: &Counters,
+    ) -> Option<LeaseToken> {
+        let mut counts = Counters::default();
+        if verdict.retried {
+            counts.retries += 1;
+        } else {
+            counts.record_verdict(verdict);
+        }
+        counts.leases_expired += expired;
+        counts.clock_regressions += u64::from(flags & 4 != 0);
+        self.note(&counts, unwritten);
+        unhex16(lease).map(|id| LeaseToken {
+            id: LeaseId(id),
+            key: BucketKey {
+                previous: None,
+                ..*key
+            },
+        })
+    }
+
     /// Every key matching `pattern`, on every master (SCAN: O(keys), for the operator's reads).
     fn scan_all(&mut self, pattern: &str) -> Result<Vec<String>, StoreError> {
         self.conn.scan(pattern)
@@ -379,22 +408,7 @@ impl Store for RedisStore {
             retried,
             source: Source::Store,
         };
-        let mut counts = Counters::default();
-        if retried {
-            counts.retries += 1;
-        } else {
-            counts.record_verdict(&verdict);
-        }
-        counts.leases_expired += expired;
-        counts.clock_regressions += u64::from(flags & 4 != 0);
-        self.note(&counts, unwritten);
-        let lease = unhex16(&lease).map(|id| LeaseToken {
-            id: LeaseId(id),
-            key: BucketKey {
-                previous: None,
-                ..*key
-            },
-        });
+        let lease = self.decided(&verdict, expired, flags, &lease, key, unwritten);
         Ok(Acquired { verdict, lease })
     }
 
@@ -468,22 +482,7 @@ impl Store for RedisStore {
         } else {
             reported.min(each.len() - 1)
         };
-        let mut counts = Counters::default();
-        if retried {
-            counts.retries += 1;
-        } else {
-            counts.record_verdict(&verdict);
-        }
-        counts.leases_expired += expired;
-        counts.clock_regressions += u64::from(flags & 4 != 0);
-        self.note(&counts, unwritten);
-        let lease = unhex16(&lease).map(|id| LeaseToken {
-            id: LeaseId(id),
-            key: BucketKey {
-                previous: None,
-                ..keys[0]
-            },
-        });
+        let lease = self.decided(&verdict, expired, flags, &lease, &keys[0], unwritten);
         Ok(AcquiredAll {
             verdict,
             each,
