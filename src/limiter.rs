@@ -117,53 +117,68 @@ impl Limiter {
         ask.dry_run = self.settings.dry_run.covers(scope);
         let result = match self.key_for(scope, subject) {
             Ok(key) => {
-                ask.request = request_id.map(|id| Request {
-                    name: self.keys.request(
-                        scope.as_bytes(),
-                        &normalise(subject, self.settings.ipv6_prefix),
-                        id,
-                    ),
-                    ttl_ms: self.settings.request_ttl_ms,
-                });
+                ask.request = self.request(scope, subject, request_id);
                 self.store.acquire(&key, &ask, ttl, &self.unwritten)
             }
             Err(e) => Err(e),
         };
-        let mut acquired = match result {
+        let acquired = self.settle(result, |a| &a.verdict, Acquired::unavailable)?;
+        self.hold(acquired.lease, &acquired.verdict);
+        Ok(acquired)
+    }
+
+    /// The request id's remembered name in `scope`, when the call has one.
+    fn request(&self, scope: &str, subject: &[u8], id: Option<&[u8]>) -> Option<Request> {
+        id.map(|id| Request {
+            name: self.keys.request(
+                scope.as_bytes(),
+                &normalise(subject, self.settings.ipv6_prefix),
+                id,
+            ),
+            ttl_ms: self.settings.request_ttl_ms,
+        })
+    }
+
+    /// The fault policy of a decision, in one place: a transient or storage fault is an
+    /// "unavailable" decision (counted, written by the next successful step), and only an
+    /// operator's explicit choice turns "no decision" into an allow, never with a lease.
+    fn settle<T>(
+        &mut self,
+        result: Result<T, StoreError>,
+        verdict: impl Fn(&T) -> &Verdict,
+        unavailable: impl Fn(bool) -> T,
+    ) -> Result<T, StoreError> {
+        let decided = match result {
             Ok(a) => {
                 self.succeeded();
                 a
             }
             Err(e) if self.undecidable(&e) => {
                 self.unwritten.record(Reason::Unavailable);
-                Acquired {
-                    verdict: Verdict::unavailable(false),
-                    lease: None,
-                }
+                unavailable(false)
             }
             Err(e) => return Err(e),
         };
-        if acquired.verdict.reason == Reason::Unavailable {
-            // Only an operator's explicit choice turns "no decision" into an allow, and never
-            // with a lease.
-            acquired = Acquired {
-                verdict: Verdict::unavailable(self.settings.fail_open),
-                lease: None,
-            };
-            if self.settings.fail_open {
-                self.log
-                    .note(Event::FailOpenAdmitting, "ratelimit.fail_open=1");
-            }
+        if verdict(&decided).reason != Reason::Unavailable {
+            return Ok(decided);
         }
-        // A retry's lease stays with the request that took it (which releases it at its end,
-        // also after a fatal error): another attempt ending first must not free the slot while
-        // the first still runs. (The retry may release it explicitly.)
-        if let Some(token) = acquired.lease {
-            if !acquired.verdict.retried && !self.held.contains(&token) {
+        if self.settings.fail_open {
+            self.log
+                .note(Event::FailOpenAdmitting, "ratelimit.fail_open=1");
+        }
+        Ok(unavailable(self.settings.fail_open))
+    }
+
+    /// Keeps a lease taken for release at request end. A retry's lease stays with the request
+    /// that took it (which releases it at its end, also after a fatal error): another attempt
+    /// ending first must not free the slot while the first still runs. (The retry may release
+    /// it explicitly.)
+    fn hold(&mut self, lease: Option<LeaseToken>, verdict: &Verdict) {
+        if let Some(token) = lease {
+            if !verdict.retried && !self.held.contains(&token) {
                 self.held.push(token);
             }
         }
-        Ok(acquired)
     }
 
     /// Compound limits, all or nothing: `asks[i]` in scope `scopes[i]` of one subject, in one
@@ -186,41 +201,18 @@ impl Limiter {
         let result = match self.keys.check(self.store.as_mut(), &self.log) {
             Ok(()) => {
                 let keys: Vec<BucketKey> = scopes.iter().map(|s| self.key(s, subject)).collect();
-                asks[0].request = request_id.map(|id| Request {
-                    name: self.keys.request(
-                        scopes[0].as_bytes(),
-                        &normalise(subject, self.settings.ipv6_prefix),
-                        id,
-                    ),
-                    ttl_ms: self.settings.request_ttl_ms,
-                });
+                asks[0].request = self.request(scopes[0], subject, request_id);
                 self.store.acquire_all(&keys, &asks, ttl, &self.unwritten)
             }
             Err(e) => Err(e),
         };
-        let mut acquired = match result {
-            Ok(a) => {
-                self.succeeded();
-                a
-            }
-            Err(e) if self.undecidable(&e) => {
-                self.unwritten.record(Reason::Unavailable);
-                AcquiredAll::unavailable(asks.len(), false)
-            }
-            Err(e) => return Err(e),
-        };
-        if acquired.verdict.reason == Reason::Unavailable {
-            acquired = AcquiredAll::unavailable(asks.len(), self.settings.fail_open);
-            if self.settings.fail_open {
-                self.log
-                    .note(Event::FailOpenAdmitting, "ratelimit.fail_open=1");
-            }
-        }
-        if let Some(token) = acquired.lease {
-            if !acquired.verdict.retried && !self.held.contains(&token) {
-                self.held.push(token);
-            }
-        }
+        let n = asks.len();
+        let acquired = self.settle(
+            result,
+            |a| &a.verdict,
+            |fail_open| AcquiredAll::unavailable(n, fail_open),
+        )?;
+        self.hold(acquired.lease, &acquired.verdict);
         Ok(acquired)
     }
 

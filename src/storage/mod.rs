@@ -13,7 +13,7 @@ pub mod sqlite;
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
-use crate::core::lease::LeaseToken;
+use crate::core::lease::{LeaseId, LeaseToken};
 use crate::core::subject::BucketKey;
 use std::fmt;
 use std::sync::Arc;
@@ -27,6 +27,16 @@ pub use crate::core::top::BucketView;
 pub struct Acquired {
     pub verdict: Verdict,
     pub lease: Option<LeaseToken>,
+}
+
+impl Acquired {
+    /// A decision that could not be made (see [`Verdict::unavailable`]): never a lease.
+    pub fn unavailable(fail_open: bool) -> Self {
+        Self {
+            verdict: Verdict::unavailable(fail_open),
+            lease: None,
+        }
+    }
 }
 
 /// The outcome of a compound acquire ([`Store::acquire_all`]).
@@ -67,6 +77,19 @@ pub fn system_clock() -> Clock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis().min(i64::MAX as u128) as i64)
     })
+}
+
+/// A new lease's random name, drawn only for a call that asks for a slot (before the store's
+/// atomic step, so that the step is no longer than it must be).
+pub fn lease_id_for(ask: &Ask) -> Result<Option<LeaseId>, StoreError> {
+    if ask.max_inflight == 0 {
+        return Ok(None);
+    }
+    let mut id = [0u8; 16];
+    rand::TryRng::try_fill_bytes(&mut rand::rngs::SysRng, &mut id).map_err(|e| {
+        StoreError::new(ErrorKind::Io, "no random bytes for a lease").with_source(e)
+    })?;
+    Ok(Some(LeaseId(id)))
 }
 
 /// What went wrong, as a breaker or the limiter's policy needs to know it.

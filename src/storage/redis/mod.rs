@@ -27,7 +27,6 @@ use crate::core::top::{self, BucketView};
 use crate::opslog::{Event, OpsLog};
 use crate::storage::{Acquired, AcquiredAll, Clock, ErrorKind, Store, StoreError};
 use conn::Conn;
-use rand::TryRng;
 use redis::Script;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -115,14 +114,6 @@ fn unhex16(s: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-fn new_lease_id() -> Result<LeaseId, StoreError> {
-    let mut id = [0u8; 16];
-    rand::rngs::SysRng.try_fill_bytes(&mut id).map_err(|e| {
-        StoreError::new(ErrorKind::Io, "no random bytes for a lease").with_source(e)
-    })?;
-    Ok(LeaseId(id))
-}
-
 /// A stored bucket as `acquire.lua` writes it: milli-tokens, stamp, full again at, last
 /// decision, allowed, rate-denied and inflight-denied counts.
 fn parse_bucket(v: &str) -> Option<[i64; 7]> {
@@ -138,13 +129,13 @@ fn parse_bucket(v: &str) -> Option<[i64; 7]> {
 /// each limit's, six numbers a verdict.
 type AcquireAllReply = (usize, u8, String, u64, Vec<u64>, Vec<u64>);
 
-/// A verdict of `acquire_all.lua`: reason, remaining, retry_after, reset_after, next_token,
+/// A verdict of a decision script: reason, remaining, retry_after, reset_after, next_token,
 /// dry_run.
 fn verdict_of(v: &[u64], retried: bool) -> Result<Verdict, StoreError> {
     let [code, remaining, retry_after_ms, reset_after_ms, next_token_ms, dry] = *v else {
         return Err(StoreError::new(
             ErrorKind::Io,
-            "an unexpected reply of acquire_all.lua",
+            "an unexpected reply of a decision script",
         ));
     };
     let reason = reason_of(code.min(2) as u8);
@@ -209,6 +200,16 @@ impl RedisStore {
         self.tagged(key, "l", &key.bucket)
     }
 
+    /// The remembered answer of `ask`'s request id (a name in the same slot, never touched,
+    /// for a call without one: a script's keys are fixed in number).
+    fn request_key(&self, key: &BucketKey, ask: &Ask) -> String {
+        self.tagged(
+            key,
+            "q",
+            ask.request.as_ref().map_or(&[][..], |r| &r.name[..]),
+        )
+    }
+
     fn global(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
     }
@@ -239,6 +240,27 @@ impl RedisStore {
             }
             other => other,
         }
+    }
+
+    /// Runs a script of the decision's: its keys, then the time (see [`Self::now_arg`]), then
+    /// its arguments.
+    fn eval<T: redis::FromRedisValue>(
+        &mut self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T, StoreError> {
+        self.run(|now| {
+            let mut inv = script.prepare_invoke();
+            for k in keys {
+                inv.key(k);
+            }
+            inv.arg(now);
+            for a in args {
+                inv.arg(a);
+            }
+            inv
+        })
     }
 
     /// Adds the pending counts to the shared counters when a second has passed (`force`: now).
@@ -357,18 +379,11 @@ impl Store for RedisStore {
         lease_ttl_ms: u64,
         unwritten: &Counters,
     ) -> Result<Acquired, StoreError> {
-        let lease_id = if ask.max_inflight > 0 {
-            Some(new_lease_id()?)
-        } else {
-            None
-        };
+        let lease_id = super::lease_id_for(ask)?;
         let keys = [
             self.bucket_key(key),
             self.leases_key(key),
-            match &ask.request {
-                Some(r) => self.tagged(key, "q", &r.name),
-                None => self.tagged(key, "q", &[]),
-            },
+            self.request_key(key, ask),
         ];
         let args = [
             ask.policy.limit().to_string(),
@@ -381,33 +396,18 @@ impl Store for RedisStore {
             ask.request.map_or(0, |r| r.ttl_ms.max(1)).to_string(),
             hex(&key.bucket),
         ];
-        let reply: AcquireReply = self.run(|now| {
-            let mut inv = scripts().acquire.prepare_invoke();
-            for k in &keys {
-                inv.key(k);
-            }
-            inv.arg(now);
-            for a in &args {
-                inv.arg(a);
-            }
-            inv
-        })?;
+        let reply: AcquireReply = self.eval(&scripts().acquire, &keys, &args)?;
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
             reply;
-        let reason = reason_of(code);
-        let retried = flags & 2 != 0;
-        let dry_run = flags & 1 != 0;
-        let verdict = Verdict {
-            allowed: reason == Reason::Ok || dry_run,
-            reason,
+        let fields = [
+            u64::from(code),
             remaining,
             retry_after_ms,
             reset_after_ms,
             next_token_ms,
-            dry_run,
-            retried,
-            source: Source::Store,
-        };
+            u64::from(flags & 1),
+        ];
+        let verdict = verdict_of(&fields, flags & 2 != 0)?;
         let lease = self.decided(&verdict, expired, flags, &lease, key, unwritten);
         Ok(Acquired { verdict, lease })
     }
@@ -420,11 +420,7 @@ impl Store for RedisStore {
         unwritten: &Counters,
     ) -> Result<AcquiredAll, StoreError> {
         let first = &asks[0];
-        let lease_id = if first.max_inflight > 0 {
-            Some(new_lease_id()?)
-        } else {
-            None
-        };
+        let lease_id = super::lease_id_for(first)?;
         // Every key carries its group's hash tag, and a subject's buckets share one group: one
         // script (one Cluster slot) decides them all.
         if keys.iter().any(|k| k.group != keys[0].group) {
@@ -435,10 +431,7 @@ impl Store for RedisStore {
         }
         let mut names: Vec<String> = keys.iter().map(|k| self.bucket_key(k)).collect();
         names.push(self.leases_key(&keys[0]));
-        names.push(match &first.request {
-            Some(r) => self.tagged(&keys[0], "q", &r.name),
-            None => self.tagged(&keys[0], "q", &[]),
-        });
+        names.push(self.request_key(&keys[0], first));
         let mut args = vec![
             keys.len().to_string(),
             lease_ttl_ms.to_string(),
@@ -453,17 +446,7 @@ impl Store for RedisStore {
             args.push(a.cost.to_string());
             args.push(u8::from(a.dry_run).to_string());
         }
-        let reply: AcquireAllReply = self.run(|now| {
-            let mut inv = scripts().acquire_all.prepare_invoke();
-            for k in &names {
-                inv.key(k);
-            }
-            inv.arg(now);
-            for a in &args {
-                inv.arg(a);
-            }
-            inv
-        })?;
+        let reply: AcquireAllReply = self.eval(&scripts().acquire_all, &names, &args)?;
         let (reported, flags, lease, expired, combined, each) = reply;
         let retried = flags & 2 != 0;
         let verdict = verdict_of(&combined, retried)?;
@@ -474,7 +457,7 @@ impl Store for RedisStore {
         if each.len() != keys.len() {
             return Err(StoreError::new(
                 ErrorKind::Io,
-                "an unexpected reply of acquire_all.lua",
+                "an unexpected reply of a decision script",
             ));
         }
         let reported = if retried {

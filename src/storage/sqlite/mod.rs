@@ -25,7 +25,6 @@ use crate::core::subject::{BucketKey, Pseudonym};
 use crate::opslog::{Event, OpsLog};
 use busy::Budget;
 use counts::{Delta, Touch};
-use rand::TryRng;
 use rusqlite::{params, Connection, ErrorCode, FileControl, OpenFlags, OptionalExtension};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -665,14 +664,6 @@ fn write_compound_bucket(
     Ok(())
 }
 
-fn new_lease_id() -> Result<LeaseId, StoreError> {
-    let mut id = [0u8; 16];
-    rand::rngs::SysRng.try_fill_bytes(&mut id).map_err(|e| {
-        StoreError::new(ErrorKind::Io, "no random bytes for a lease").with_source(e)
-    })?;
-    Ok(LeaseId(id))
-}
-
 impl Store for SqliteStore {
     fn acquire(
         &mut self,
@@ -682,11 +673,7 @@ impl Store for SqliteStore {
         unwritten: &Counters,
     ) -> Result<Acquired, StoreError> {
         // Drawn before the transaction, so that the write lock is held no longer than needed.
-        let lease_id = if ask.max_inflight > 0 {
-            Some(new_lease_id()?)
-        } else {
-            None
-        };
+        let lease_id = super::lease_id_for(ask)?;
         // A bucket this process last saw admitting will likely admit again: straight to the
         // write lock, without a snapshot first (which would cost an admission a read more).
         // A call with a request id may be a retry of an admission, which a snapshot would not
@@ -800,11 +787,7 @@ impl Store for SqliteStore {
         unwritten: &Counters,
     ) -> Result<AcquiredAll, StoreError> {
         let first = asks[0];
-        let lease_id = if first.max_inflight > 0 {
-            Some(new_lease_id()?)
-        } else {
-            None
-        };
+        let lease_id = super::lease_id_for(&first)?;
         let max_entries = self.max_entries;
         // No snapshot path: a compound denial is rarer and reads several buckets; it is always
         // decided under the write lock.
