@@ -277,3 +277,36 @@ fn counts_are_batched_and_none_is_lost() {
     drop(s);
     assert_eq!(seen(&mut other), (1, 4), "and at the end");
 }
+
+/// A value at a bucket's key that ratelimit did not write is a damaged store: a denial
+/// ("unavailable", never read as a full bucket), after which the bucket is an empty one that
+/// refills as the policy allows.
+#[test]
+fn a_damaged_bucket_is_a_denial_then_refills_from_empty() {
+    let r = Redis::single();
+    let clock = ManualClock::at(T0);
+    let mut s = r.store(Some(clock.clock()));
+    let client = redis::Client::open(r.url.clone()).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let bucket = format!("{}{{{}}}b:{}", r.prefix, "fe".repeat(16), "01".repeat(16));
+    let _: () = redis::cmd("SET")
+        .arg(&bucket)
+        .arg("not a bucket")
+        .query(&mut c)
+        .unwrap();
+    let a = ask(5, 1_000, 0);
+    let e = s.acquire(&key(1), &a, 60_000, &NONE).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert!(e.kind().is_storage_fault());
+    let v = s.peek(&key(1), &a.policy).unwrap();
+    assert_eq!((v.allowed, v.remaining), (false, 0), "empty, not full");
+    clock.set(T0 + 200);
+    let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+    assert!(v.allowed, "one token earned in 200 ms");
+    assert!(
+        !s.acquire(&key(1), &a, 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .allowed
+    );
+}

@@ -254,7 +254,10 @@ impl Conn {
                 StoreError::new(ErrorKind::Timeout, format!("{place}: no answer in time"))
             }
             Fault::Redis(r) => {
-                let kind = if r.is_timeout() {
+                let kind = if r.code() == Some("RLCORRUPT") {
+                    // A script found a value it did not write (see lua/bucket.lua).
+                    ErrorKind::Corrupt
+                } else if r.is_timeout() {
                     ErrorKind::Timeout
                 } else if r.is_connection_refusal() || r.is_connection_dropped() || r.is_io_error()
                 {
@@ -282,6 +285,7 @@ impl Conn {
                     ErrorKind::Timeout => "no answer in time",
                     ErrorKind::Unreachable => "unreachable",
                     ErrorKind::Misconfigured => "refused the connection settings",
+                    ErrorKind::Corrupt => "holds a damaged bucket",
                     _ => "failed",
                 };
                 StoreError::new(kind, format!("{place}: {what}")).with_source(r)

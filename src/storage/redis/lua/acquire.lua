@@ -45,7 +45,10 @@ end
 
 local p = policy(limit, per)
 local stored, counts = { tokens = p.cap, stamp = now }, { 0, 0, 0 }
-local t, s, a, d, i = parse_bucket(redis.call('GET', KEYS[1]))
+local t, s, _, _, a, d, i = parse_bucket(redis.call('GET', KEYS[1]))
+if t == false then
+  damaged(KEYS[1], p, now)
+end
 if t then
   stored, counts = { tokens = t, stamp = s }, { a, d, i }
 end

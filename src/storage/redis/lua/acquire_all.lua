@@ -24,7 +24,10 @@ for i = 1, n do
   ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]))
   cost[i] = tonumber(ARGV[o + 3]) * MILLI
   dry[i] = ARGV[o + 4] == '1'
-  local t, s, a, d, f = parse_bucket(redis.call('GET', KEYS[i]))
+  local t, s, _, _, a, d, f = parse_bucket(redis.call('GET', KEYS[i]))
+  if t == false then
+    damaged(KEYS[i], ps[i], now)
+  end
   if t then
     stored[i], counts[i] = { tokens = t, stamp = s }, { a, d, f }
   else

@@ -133,15 +133,25 @@ local function format_bucket(tokens, stamp, full, used, counts)
     counts[3])
 end
 
--- The milli-tokens, stamp and the three counts of a stored bucket (nil when there is none or
--- it is not one of ours).
+-- The fields of a stored bucket, as format_bucket wrote them: milli-tokens, stamp, full again
+-- at, last decision, allowed, rate-denied, inflight-denied. nil when there is none; false for a
+-- value ratelimit did not write (a damaged store: see `damaged`).
 local function parse_bucket(v)
   if not v then
     return nil
   end
-  local t, s, _, _, a, d, i = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
+  local t, s, f, u, a, d, i = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
   if not t then
-    return nil
+    return false
   end
-  return tonumber(t), tonumber(s), tonumber(a), tonumber(d), tonumber(i)
+  return tonumber(t), tonumber(s), tonumber(f), tonumber(u), tonumber(a), tonumber(d), tonumber(i)
+end
+
+-- A damaged bucket is never read as a full one. It is replaced by an empty bucket stamped now
+-- (which refills as the policy allows, so the service resumes by itself), and the call fails:
+-- "unavailable", a denial.
+local function damaged(key, p, now)
+  redis.call('SET', key, format_bucket(0, now, now + p.per, now, { 0, 0, 0 }), 'PX',
+    int(p.per + 1000))
+  error({ err = 'RLCORRUPT a bucket value ratelimit did not write, replaced by an empty bucket' })
 end

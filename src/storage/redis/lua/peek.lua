@@ -2,6 +2,10 @@
 -- and the time. The arithmetic is the core's own, in Rust.
 -- KEYS[1] the bucket; ARGV[1] now ('' = the server's TIME).
 local t, s = parse_bucket(redis.call('GET', KEYS[1]))
+if t == false then
+  -- Read-only: the next decision replaces it (see `damaged`).
+  error({ err = 'RLCORRUPT a bucket value ratelimit did not write' })
+end
 if t then
   return { int(t), int(s), int(now_ms(ARGV[1])) }
 end
