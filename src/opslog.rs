@@ -20,9 +20,10 @@ pub enum Event {
     BreakerClosed,
     FallbackSwitched,
     HostClock,
+    QueueUnusable,
 }
 
-const KINDS: usize = 12;
+const KINDS: usize = 13;
 
 impl Event {
     fn index(self) -> usize {
@@ -44,6 +45,9 @@ impl Event {
             }
             Event::BreakerOpened => {
                 "primary store failing, host breaker open: not asking it for redis_breaker_retry_ms"
+            }
+            Event::QueueUnusable => {
+                "the write queue beside the database cannot be used, waiting by polling"
             }
             Event::BreakerClosed => "primary store answering again, host breaker closed",
             Event::FallbackSwitched => {

@@ -43,5 +43,6 @@ allowed=true
 in the temp dir: php-ratelimit-%d, the per-user directory, mode 700
 php-ratelimit.sqlite
 php-ratelimit.sqlite.key
+php-ratelimit.sqlite.queue
 key: 32 bytes, mode 600
 rate

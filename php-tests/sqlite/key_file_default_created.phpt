@@ -18,7 +18,7 @@ echo "after: ", file_exists($key) ? 'exists' : 'absent', ", ", filesize($key), "
 $bytes = file_get_contents($key);
 echo "not all equal bytes: ", var_export(count(array_unique(str_split($bytes))) > 4, true), "\n";
 // Only the database (and SQLite's -wal/-shm) and the key: no temporary file left behind.
-$left = array_filter(scandir($dir), fn($f) => !in_array($f, ['.', '..', 'db.sqlite', 'db.sqlite.key', 'db.sqlite-wal', 'db.sqlite-shm', 'db.sqlite-journal'], true));
+$left = array_filter(scandir($dir), fn($f) => !in_array($f, ['.', '..', 'db.sqlite', 'db.sqlite.key', 'db.sqlite.queue', 'db.sqlite-wal', 'db.sqlite-shm', 'db.sqlite-journal'], true));
 echo "other files: ", implode(',', $left) ?: 'none', "\n";
 
 // Another process uses the same key and does not rewrite it.

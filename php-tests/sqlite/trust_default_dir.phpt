@@ -110,12 +110,12 @@ rl_clean('trust_default_dir');
 -- first use under umask 0277, then under umask 0
 allowed remaining=99
 DIR/tmp1/php-ratelimit-%d: mode 700, owner uid %d = euid: true
-in it: php-ratelimit.sqlite 600, php-ratelimit.sqlite.key 600
+in it: php-ratelimit.sqlite 600, php-ratelimit.sqlite.key 600, php-ratelimit.sqlite.queue 600
 allowed remaining=98; -wal 600; -shm 600
-reused (same inode): true, in it: php-ratelimit.sqlite 600, php-ratelimit.sqlite.key 600
+reused (same inode): true, in it: php-ratelimit.sqlite 600, php-ratelimit.sqlite.key 600, php-ratelimit.sqlite.queue 600
 -- 12 processes racing on the first use of a fresh temp dir
 outcomes: {"allowed":12}
-directory mode 700; in the temp dir: php-ratelimit-%d; in it: php-ratelimit.sqlite 600, php-ratelimit.sqlite.key 600
+directory mode 700; in the temp dir: php-ratelimit-%d; in it: php-ratelimit.sqlite 600, php-ratelimit.sqlite.key 600, php-ratelimit.sqlite.queue 600
 one bucket, 12 tokens taken: 88
 -- refused, each time naming the path, and nothing written into the directory
 mode 0755: RateLimit\Exception: ratelimit: refusing DIR/tmp-case1/php-ratelimit-%d: the per-user directory has mode 0755 (readable and searchable by group and others), wanted 0700

@@ -34,7 +34,8 @@ impl Budget {
         self.arm_for(self.timeout.max(OPEN_BUDGET));
     }
 
-    fn arm_for(&mut self, d: Duration) {
+    /// Starts a budget of `d` (a checkpoint's wait).
+    pub fn arm_for(&mut self, d: Duration) {
         *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + d;
     }
 

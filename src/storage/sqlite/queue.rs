@@ -1,0 +1,426 @@
+//! The host's write queue: a robust, process-shared mutex in a small file beside the database
+//! (`<db_path>.queue`, mmap'd), taken before `BEGIN IMMEDIATE`.
+//!
+//! **Why.** SQLite's write lock is a POSIX lock that a waiter can only poll (our busy handler
+//! sleeps and retries, see [`super::busy`]). With more FPM workers than cores, pollers wake to
+//! find the lock still taken and steal CPU from its holder. A futex queues waiters in the
+//! kernel instead: each sleeps until the holder unlocks, and then exactly one wakes. Measured
+//! on 2 cores with 6 php-fpm workers (see bench/README.md): it is what makes admissions cheap
+//! under contention.
+//!
+//! **It is only an optimisation.** SQLite's own lock still decides who writes: every
+//! transaction still begins with `BEGIN IMMEDIATE`. Whatever happens to the queue (a holder
+//! stopped or killed, the file removed, replaced or damaged) can make a call wait or skip the
+//! queue, never let two writers in at once. So the queue is never a reason to fail a call:
+//!
+//! - a holder killed (even by SIGKILL) hands the mutex on: the kernel marks it
+//!   owner-died and wakes a waiter (a robust mutex), which makes it consistent and goes on;
+//! - a holder stopped (SIGSTOP) costs a waiter at most the call's wait budget, as a stopped
+//!   holder of SQLite's lock does; the waiter then tries SQLite's lock once, and skips the
+//!   queue for [`SKIP_AFTER_TIMEOUT`] (so a stuck queue costs each process one wait, not every
+//!   call one);
+//! - a mutex that cannot be used (unrecoverable, or a file that is not a queue) is skipped.
+//!
+//! The wait is timed on `CLOCK_MONOTONIC` (`pthread_mutex_clocklock`, glibc 2.30 and later):
+//! a wall clock set back must not lengthen it.
+
+use super::super::{ErrorKind, StoreError};
+use std::cell::UnsafeCell;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// "RLQUEUE1": this layout, written last when the mutex is initialised.
+const MAGIC: u64 = u64::from_le_bytes(*b"RLQUEUE1");
+
+/// How long a process goes straight to SQLite's lock after the queue kept it waiting for a
+/// whole budget (its holder is stopped, or something holds the queue and not the lock).
+pub const SKIP_AFTER_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[repr(C)]
+struct Shared {
+    magic: AtomicU64,
+    mutex: UnsafeCell<libc::pthread_mutex_t>,
+}
+
+const LEN: usize = std::mem::size_of::<Shared>();
+
+unsafe extern "C" {
+    // glibc 2.30+ (Debian 11 on); not yet in the libc crate for every target.
+    fn pthread_mutex_clocklock(
+        mutex: *mut libc::pthread_mutex_t,
+        clock: libc::clockid_t,
+        abstime: *const libc::timespec,
+    ) -> libc::c_int;
+}
+
+/// One process's mapping of the host's queue.
+pub struct Queue {
+    path: PathBuf,
+    _file: File,
+    map: NonNull<Shared>,
+    /// Device and inode of the file mapped, to notice a replaced one.
+    id: (u64, u64),
+    /// Until when this process skips the queue (see the module doc).
+    skip_until: Option<Instant>,
+}
+
+// SAFETY: the mapping is process-wide memory, valid until Drop, and every access to it is an
+// atomic or a pthread call made for that. A mutex is owned by the thread that locked it: the
+// `Held` that unlocks it borrows the Queue, so the Queue cannot move to another thread while
+// it is held.
+unsafe impl Send for Queue {}
+
+/// The queue held; unlocked when dropped (also when a panic unwinds through the transaction).
+pub struct Held<'q>(&'q Queue);
+
+fn io_error(path: &Path, what: &str, e: std::io::Error) -> StoreError {
+    StoreError::new(
+        ErrorKind::Io,
+        format!("cannot {what} the write queue {}", path.display()),
+    )
+    .with_source(e)
+}
+
+impl Queue {
+    /// Where a host's queue lives: beside its database.
+    pub fn path_for(db: &Path) -> PathBuf {
+        let mut p = db.as_os_str().to_owned();
+        p.push(".queue");
+        PathBuf::from(p)
+    }
+
+    /// Opens (creating it, mode 0600) and maps the queue at `path`, after the trust checks
+    /// ([`crate::trust::open_state_file`]: a file that is not ours is refused). A new (or
+    /// short) file gets its mutex initialised under an exclusive `flock`, which every opener
+    /// takes, so that nobody uses the mutex before it is ready.
+    pub fn open(path: &Path) -> Result<Queue, StoreError> {
+        let file = crate::trust::open_state_file(path)?;
+        let fd = file.as_raw_fd();
+        // SAFETY: flock on a descriptor we own; released below or when `file` closes.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+            return Err(io_error(path, "lock", std::io::Error::last_os_error()));
+        }
+        let mapped = Self::map(&file, path);
+        // SAFETY: as above.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        let (map, id) = mapped?;
+        Ok(Queue {
+            path: path.to_owned(),
+            _file: file,
+            map,
+            id,
+            skip_until: None,
+        })
+    }
+
+    /// Maps the file (under the caller's flock), initialising the mutex of a new one.
+    fn map(file: &File, path: &Path) -> Result<(NonNull<Shared>, (u64, u64)), StoreError> {
+        let m = file.metadata().map_err(|e| io_error(path, "stat", e))?;
+        if m.len() < LEN as u64 {
+            // Zeros: no magic, so the mutex is initialised below. Allocated, not just extended:
+            // a page of a sparse file first written through the mapping on a full disk would
+            // kill the process (SIGBUS).
+            // SAFETY: on a descriptor we own, opened for writing.
+            let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, LEN as libc::off_t) };
+            if rc != 0 {
+                let e = std::io::Error::from_raw_os_error(rc);
+                return Err(io_error(path, "allocate", e));
+            }
+        }
+        // SAFETY: a fresh mapping (the kernel picks the address) of LEN bytes of a file at
+        // least LEN bytes long (checked or extended just above, under the flock), read-write
+        // and shared, of a descriptor opened read-write; checked for MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io_error(path, "map", std::io::Error::last_os_error()));
+        }
+        let map = NonNull::new(ptr.cast::<Shared>()).expect("mmap never returns null here");
+        // SAFETY: the mapping is LEN bytes, page-aligned, and lives until unmapped.
+        let shared = unsafe { map.as_ref() };
+        if shared.magic.load(Ordering::Acquire) != MAGIC {
+            // SAFETY: under the exclusive flock every opener takes, and before the magic is
+            // written, so no process uses this mutex yet; attr is initialised before use and
+            // destroyed after.
+            let rc = unsafe {
+                let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
+                libc::pthread_mutexattr_init(&mut attr);
+                libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+                libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
+                let rc = libc::pthread_mutex_init(shared.mutex.get(), &attr);
+                libc::pthread_mutexattr_destroy(&mut attr);
+                rc
+            };
+            if rc != 0 {
+                // SAFETY: our mapping, not used by anything yet.
+                unsafe { libc::munmap(ptr, LEN) };
+                let e = std::io::Error::from_raw_os_error(rc);
+                return Err(io_error(path, "initialise", e));
+            }
+            shared.magic.store(MAGIC, Ordering::Release);
+        }
+        Ok((map, (m.dev(), m.ino())))
+    }
+
+    /// Whether the path still names the file mapped (false once it was removed or replaced:
+    /// then the caller opens it anew, so that every process queues on the same file again).
+    pub fn is_current(&self) -> bool {
+        std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id)
+    }
+
+    /// Waits for the queue, at most `within` (none: no wait at all). None when the call
+    /// goes on without holding it (skipped, unusable, timed out): straight to SQLite's lock.
+    pub fn enter(&mut self, within: Option<Duration>) -> Option<Held<'_>> {
+        if self.skip_until.is_some_and(|t| Instant::now() < t) {
+            return None;
+        }
+        self.skip_until = None;
+        let mutex = self.shared().mutex.get();
+        let rc = match within {
+            // SAFETY: the mutex was initialised (magic checked at open) in our mapping.
+            None => unsafe { libc::pthread_mutex_trylock(mutex) },
+            Some(left) => {
+                let deadline = monotonic_after(left);
+                // SAFETY: as above; `deadline` is a valid timespec.
+                unsafe { pthread_mutex_clocklock(mutex, libc::CLOCK_MONOTONIC, &deadline) }
+            }
+        };
+        match rc {
+            0 => Some(Held(self)),
+            libc::EOWNERDEAD => {
+                // Its holder died holding it: nothing it protected needs repair (SQLite's own
+                // lock and journal covered the transaction), so it is consistent as it is.
+                // SAFETY: we own the mutex now (EOWNERDEAD means it was locked for us).
+                unsafe { libc::pthread_mutex_consistent(mutex) };
+                Some(Held(self))
+            }
+            // No time left to wait: nothing is known about the queue.
+            libc::EBUSY => None,
+            // ETIMEDOUT: a whole budget, see SKIP_AFTER_TIMEOUT. ENOTRECOVERABLE, EINVAL (not
+            // a mutex we made), EDEADLK (cannot happen: one transaction at a time per
+            // process): the queue is of no use for now, SQLite's lock is.
+            _ => {
+                self.skip_until = Some(Instant::now() + SKIP_AFTER_TIMEOUT);
+                None
+            }
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        // SAFETY: the mapping is valid and LEN bytes long until Drop.
+        unsafe { self.map.as_ref() }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // SAFETY: this process locked it (a Held exists only after a successful lock).
+        unsafe { libc::pthread_mutex_unlock(self.0.shared().mutex.get()) };
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping of LEN bytes; no Held borrows it any more.
+        unsafe { libc::munmap(self.map.as_ptr().cast(), LEN) };
+    }
+}
+
+fn monotonic_after(d: Duration) -> libc::timespec {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let nanos = now.tv_nsec as u64 + u64::from(d.subsec_nanos());
+    libc::timespec {
+        tv_sec: now
+            .tv_sec
+            .saturating_add(d.as_secs().min(i64::MAX as u64 / 2) as libc::time_t)
+            .saturating_add((nanos / 1_000_000_000) as libc::time_t),
+        tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::{Child, Command, Stdio};
+
+    /// Set in a child test process: the queue it takes and holds until killed.
+    const CHILD_ENV: &str = "RL_TEST_QUEUE_HOLDER";
+
+    /// Not a test of its own: the body of the child process [`holder`] starts (it does
+    /// nothing unless started so).
+    #[test]
+    #[ignore = "run by holder() in a child process"]
+    fn child_holds_the_queue() {
+        let Some(path) = std::env::var_os(CHILD_ENV) else {
+            return;
+        };
+        let mut q = Queue::open(Path::new(&path)).unwrap();
+        let held = q.enter(Some(Duration::from_secs(5)));
+        assert!(held.is_some());
+        println!("\nheld");
+        // Until the parent closes our stdin (it drops its Child, or dies): no child outlives
+        // a failed test.
+        let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8]);
+        drop(held);
+    }
+
+    /// Another process holding the queue at `path` until killed or dropped; returns once it
+    /// holds it.
+    pub fn holder(path: &Path) -> Child {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "storage::sqlite::queue::tests::child_holds_the_queue",
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        for line in out.lines() {
+            if line.unwrap().trim_end() == "held" {
+                return child;
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the child process did not take the queue");
+    }
+
+    pub fn signal(child: &Child, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+    }
+
+    fn queue_in(dir: &tempfile::TempDir) -> (PathBuf, Queue) {
+        let path = Queue::path_for(&dir.path().join("rl.sqlite"));
+        let q = Queue::open(&path).unwrap();
+        (path, q)
+    }
+
+    #[test]
+    fn a_new_queue_is_free_and_made_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut q) = queue_in(&dir);
+        assert!(q.enter(Some(Duration::ZERO)).is_some());
+        let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn a_waiter_gets_the_queue_when_its_holder_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut a) = queue_in(&dir);
+        let held = a.enter(Some(Duration::ZERO)).unwrap();
+        let waiter = std::thread::spawn(move || {
+            let mut b = Queue::open(&path).unwrap();
+            let t = Instant::now();
+            let got = b.enter(Some(Duration::from_secs(10))).is_some();
+            (got, t.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(held);
+        let (got, waited) = waiter.join().unwrap();
+        assert!(got);
+        assert!(waited >= Duration::from_millis(40), "{waited:?}");
+    }
+
+    #[test]
+    fn a_holder_killed_by_sigkill_hands_it_on_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut q) = queue_in(&dir);
+        let mut child = holder(&path);
+        assert!(q.enter(Some(Duration::from_millis(20))).is_none(), "held");
+        q.skip_until = None;
+        signal(&child, libc::SIGKILL);
+        child.wait().unwrap();
+        let t = Instant::now();
+        let held = q.enter(Some(Duration::from_secs(10)));
+        assert!(held.is_some());
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        drop(held);
+        // Consistent again: the next one takes it as usual.
+        assert!(q.enter(Some(Duration::ZERO)).is_some());
+    }
+
+    #[test]
+    fn a_stopped_holder_costs_one_wait_then_the_queue_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut q) = queue_in(&dir);
+        let mut child = holder(&path);
+        signal(&child, libc::SIGSTOP);
+        let t = Instant::now();
+        assert!(q.enter(Some(Duration::from_millis(100))).is_none());
+        let waited = t.elapsed();
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        let t = Instant::now();
+        assert!(q.enter(Some(Duration::from_millis(100))).is_none());
+        assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+        signal(&child, libc::SIGKILL);
+        child.wait().unwrap();
+        // After SKIP_AFTER_TIMEOUT, the queue is used again.
+        q.skip_until = Some(Instant::now());
+        assert!(q.enter(Some(Duration::from_secs(10))).is_some());
+    }
+
+    #[test]
+    fn no_time_left_means_no_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut a) = queue_in(&dir);
+        let _held = a.enter(Some(Duration::ZERO)).unwrap();
+        let mut b = Queue::open(&path).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let t = Instant::now();
+                assert!(b.enter(None).is_none());
+                assert!(t.elapsed() < Duration::from_millis(50));
+                // Nothing was learnt from it: the next call waits in the queue again.
+                assert!(b.skip_until.is_none());
+            });
+        });
+    }
+
+    #[test]
+    fn a_file_someone_else_made_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Queue::path_for(&dir.path().join("rl.sqlite"));
+        std::fs::write(&path, vec![0u8; LEN]).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(Queue::open(&path).is_err());
+    }
+
+    #[test]
+    fn a_replaced_file_is_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, q) = queue_in(&dir);
+        assert!(q.is_current());
+        std::fs::remove_file(&path).unwrap();
+        let _new = Queue::open(&path).unwrap();
+        assert!(!q.is_current());
+    }
+}
