@@ -331,8 +331,7 @@ namespace {
      * - tokens: tokens held at `stamp` (before the refill since; the policy is the caller's)
      * - stamp: Unix time (seconds, as microtime(true)) up to which earnings are credited
      * - full_at: Unix time from which the bucket is full again
-     * - used_at: Unix time of its last decision (to the second on SQLite, to the millisecond
-     *   on Redis)
+     * - used_at: Unix time of its last decision (to a tenth of a second)
      * - denied, denied_rate, denied_inflight, allowed: its decisions since the bucket was stored
      * - live_leases: its leases live now
      *

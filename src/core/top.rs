@@ -18,7 +18,7 @@ pub struct BucketView {
     pub stamp_ms: i64,
     /// From when the bucket is full again (holds no information: may be dropped).
     pub full_at_ms: i64,
-    /// The last decision (to the second on SQLite, to the millisecond on Redis).
+    /// The last decision, to a tenth of a second.
     pub used_at_ms: i64,
     pub allowed: u64,
     pub denied_rate: u64,
