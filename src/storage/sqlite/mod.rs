@@ -1166,7 +1166,7 @@ mod tests {
     fn a_stopped_queue_holder_delays_a_decision_by_half_a_budget_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rl.sqlite");
-        let mut s = open(&path, 100);
+        let mut s = open(&path, 1_000);
         s.acquire(&key(), &ask(), 60_000, &Counters::default())
             .unwrap();
         let mut child = queue::tests::holder(&queue::Queue::path_for(&path));
@@ -1177,13 +1177,14 @@ mod tests {
         let a = s.acquire(&key(), &ask(), 60_000, &Counters::default());
         let waited = t.elapsed();
         assert_eq!(a.unwrap().verdict.remaining, 3);
-        assert!(waited >= Duration::from_millis(50), "{waited:?}");
-        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        assert!(waited >= Duration::from_millis(500), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
         // ...and the next one goes straight to SQLite's lock.
         let t = Instant::now();
         let a = s.acquire(&key(), &ask(), 60_000, &Counters::default());
         assert_eq!(a.unwrap().verdict.remaining, 2);
-        assert!(t.elapsed() < Duration::from_millis(45), "{:?}", t.elapsed());
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(400), "{took:?}");
         queue::tests::signal(&child, libc::SIGKILL);
         child.wait().unwrap();
     }

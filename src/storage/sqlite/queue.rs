@@ -5,8 +5,8 @@
 //! sleeps and retries, see [`super::busy`]). With more FPM workers than cores, pollers wake to
 //! find the lock still taken and steal CPU from its holder. A futex queues waiters in the
 //! kernel instead: each sleeps until the holder unlocks, and then exactly one wakes. Measured
-//! on 2 cores with 6 php-fpm workers (see bench/README.md): it is what makes admissions cheap
-//! under contention.
+//! with 8 processes admitting on one subject on 2 cores (README, "Speed"): p99 62-107 us
+//! against 457-644 us polling, at the same throughput.
 //!
 //! **It is only an optimisation.** SQLite's own lock still decides who writes: every
 //! transaction still begins with `BEGIN IMMEDIATE`. Whatever happens to the queue (a holder
@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 /// "RLQUEUE1": this layout, written last when the mutex is initialised.
 const MAGIC: u64 = u64::from_le_bytes(*b"RLQUEUE1");
 
-/// How long a process goes straight to SQLite's lock after the queue kept it waiting for a
-/// whole budget (its holder is stopped, or something holds the queue and not the lock).
+/// How long a process goes straight to SQLite's lock after a wait in the queue during which
+/// nobody let go of it (its holder is stopped, or something holds the queue and not the lock).
 pub const SKIP_AFTER_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[repr(C)]
@@ -388,12 +388,13 @@ pub mod tests {
         let mut child = holder(&path);
         signal(&child, libc::SIGSTOP);
         let t = Instant::now();
-        assert!(q.enter(Some(Duration::from_millis(100))).is_none());
+        assert!(q.enter(Some(Duration::from_millis(400))).is_none());
         let waited = t.elapsed();
-        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        assert!(waited >= Duration::from_millis(400), "{waited:?}");
         let t = Instant::now();
-        assert!(q.enter(Some(Duration::from_millis(100))).is_none());
-        assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+        assert!(q.enter(Some(Duration::from_millis(400))).is_none());
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(200), "{took:?}");
         signal(&child, libc::SIGKILL);
         child.wait().unwrap();
         // After SKIP_AFTER_TIMEOUT, the queue is used again.
@@ -409,7 +410,7 @@ pub mod tests {
         let mut b = Queue::open(&path).unwrap();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
-                assert!(b.enter(Some(Duration::from_millis(200))).is_none());
+                assert!(b.enter(Some(Duration::from_millis(1_000))).is_none());
                 b.skip_until
             });
             // Others going through meanwhile (as when a running process takes the mutex
@@ -432,7 +433,7 @@ pub mod tests {
             s.spawn(|| {
                 let t = Instant::now();
                 assert!(b.enter(None).is_none());
-                assert!(t.elapsed() < Duration::from_millis(50));
+                assert!(t.elapsed() < Duration::from_millis(500));
                 // Nothing was learnt from it: the next call waits in the queue again.
                 assert!(b.skip_until.is_none());
             });
