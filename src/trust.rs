@@ -1001,20 +1001,32 @@ mod tests {
         check_database(&db).unwrap();
     }
 
-    /// POSIX locks this process holds on the file at `p`, from /proc/locks.
+    /// POSIX locks this process holds on the file at `p`: from the `lock:` lines of the
+    /// fdinfo of a descriptor SQLite has open on it (found by its link in /proc/self/fd, so
+    /// that the test opens, and closes, nothing of the file). Not /proc/locks: read while other
+    /// tests take and drop locks, it can skip an entry.
     fn my_locks_on(p: &Path) -> usize {
-        let ino = fs::metadata(p).unwrap().ino();
+        let target = fs::canonicalize(p).unwrap();
         let pid = std::process::id().to_string();
-        fs::read_to_string("/proc/locks")
-            .unwrap()
-            .lines()
-            .filter(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                f.get(1) == Some(&"POSIX")
-                    && f.get(4) == Some(&pid.as_str())
-                    && f.get(5).is_some_and(|d| d.ends_with(&format!(":{ino}")))
-            })
-            .count()
+        for e in fs::read_dir("/proc/self/fd").unwrap().flatten() {
+            if fs::read_link(e.path()).ok().as_deref() != Some(target.as_path()) {
+                continue;
+            }
+            let fd = e.file_name();
+            let Ok(info) =
+                fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.to_string_lossy()))
+            else {
+                continue;
+            };
+            // lock:	1: POSIX  ADVISORY  READ 1234 08:01:5678 128 128
+            return info
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .filter(|f| f.first() == Some(&"lock:") && f.get(2) == Some(&"POSIX"))
+                .filter(|f| f.get(5) == Some(&pid.as_str()))
+                .count();
+        }
+        0
     }
 
     #[test]
