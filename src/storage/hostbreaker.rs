@@ -25,13 +25,11 @@
 //! A forked child must open its own [`HostBreaker`] (a `flock` belongs to the open file
 //! description, which a child shares with its parent), as the worker does with its store.
 
-use super::{ErrorKind, StoreError};
+use super::statefile::{self, Mapping, SharedLayout};
+use super::StoreError;
 use crate::core::breaker::Record;
 use std::fs::File;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// "RLBRKR01": this layout.
@@ -94,84 +92,39 @@ fn checksum(fields: &[u64; FIELDS]) -> u64 {
     h
 }
 
+// SAFETY: atomics only (see `Shared`): any bytes are a valid value, garbage is caught by the
+// checksum, and concurrent use from other processes through their mappings is not a race.
+unsafe impl SharedLayout for Shared {}
+
+/// How the file is named in errors.
+const NOUN: &str = "breaker file";
+
 /// One process's mapping of the host's breaker file.
 pub struct HostBreaker {
-    path: PathBuf,
-    file: File,
-    map: NonNull<Shared>,
-    /// Device and inode of the file mapped, to notice a replaced one.
-    id: (u64, u64),
+    map: Mapping<Shared>,
     /// Records found damaged and rebuilt by this process (for tests and the log).
     rebuilt: u64,
-}
-
-fn io_error(path: &Path, what: &str, e: std::io::Error) -> StoreError {
-    StoreError::new(
-        ErrorKind::Io,
-        format!("cannot {what} the breaker file {}", path.display()),
-    )
-    .with_source(e)
 }
 
 impl HostBreaker {
     /// Where a host's breaker file lives: next to its database.
     pub fn path_for(db: &Path) -> PathBuf {
-        let mut p = db.as_os_str().to_owned();
-        p.push(".breaker");
-        PathBuf::from(p)
+        statefile::beside(db, ".breaker")
     }
 
-    /// Opens (creating it, mode 0600) and maps the breaker file at `path`, after the trust
-    /// checks ([`crate::trust::open_state_file`]: a file that is not ours is refused as
-    /// `Misconfigured`). A short or damaged file is rebuilt closed.
+    /// Opens (creating it, mode 0600) and maps the breaker file at `path` ([`Mapping::open`]:
+    /// the trust checks, a file that is not ours refused as `Misconfigured`). A short or
+    /// damaged file is rebuilt closed.
     pub fn open(path: &Path) -> Result<HostBreaker, StoreError> {
-        let file = crate::trust::open_state_file(path)?;
-        let (map, m) = {
-            let _lock = Locked::take(&file, path)?;
-            let m = file.metadata().map_err(|e| io_error(path, "stat", e))?;
-            if m.len() < LEN as u64 {
-                // Zeros: no magic, so the record is rebuilt below.
-                file.set_len(LEN as u64)
-                    .map_err(|e| io_error(path, "extend", e))?;
-            }
-            // SAFETY: a fresh mapping (the kernel picks the address) of LEN bytes of a file at
-            // least LEN bytes long (just checked or extended, under the lock), read-write and
-            // shared, of a descriptor opened read-write; the result is checked for MAP_FAILED.
-            let ptr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    LEN,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    file.as_raw_fd(),
-                    0,
-                )
-            };
-            if ptr == libc::MAP_FAILED {
-                return Err(io_error(path, "map", std::io::Error::last_os_error()));
-            }
-            let map = NonNull::new(ptr.cast::<Shared>())
-                .ok_or_else(|| StoreError::new(ErrorKind::Io, "mmap returned address 0"))?;
-            (map, m)
-        };
-        let mut hb = HostBreaker {
-            path: path.to_owned(),
-            file,
-            map,
-            id: (m.dev(), m.ino()),
-            rebuilt: 0,
-        };
+        let map = Mapping::open(path, NOUN, |_| Ok(()))?;
+        let mut hb = HostBreaker { map, rebuilt: 0 };
         // Checks the record (rebuilding a damaged one) before anyone relies on the gate.
         hb.record(0)?;
         Ok(hb)
     }
 
     fn shared(&self) -> &Shared {
-        // SAFETY: `map` is a live MAP_SHARED mapping of LEN bytes (unmapped only in Drop),
-        // page-aligned so aligned for `Shared`; every field is an atomic, so concurrent access
-        // from other processes through their own mappings is not a data race, and any bit
-        // pattern is a valid value of each field (garbage is caught by the checksum).
-        unsafe { self.map.as_ref() }
+        self.map.get()
     }
 
     /// The fast path's word: 0 closed; otherwise see [`Record::gate`].
@@ -193,7 +146,7 @@ impl HostBreaker {
     ) -> Result<T, StoreError> {
         self.reopen_if_replaced()?;
         let (out, valid) = {
-            let _lock = Locked::take(&self.file, &self.path)?;
+            let _lock = Locked::take(self.map.file(), self.map.path())?;
             let s = self.shared();
             let fields: [u64; FIELDS] =
                 std::array::from_fn(|i| s.fields[i].load(Ordering::Relaxed));
@@ -226,24 +179,10 @@ impl HostBreaker {
     /// A file removed or replaced under us: the host's other processes use the new one, so
     /// this one maps it too.
     fn reopen_if_replaced(&mut self) -> Result<(), StoreError> {
-        let now_id = std::fs::symlink_metadata(&self.path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        if now_id.is_some_and(|id| id == self.id) {
-            return Ok(());
+        if !self.map.is_current() {
+            *self = HostBreaker::open(self.map.path())?;
         }
-        *self = HostBreaker::open(&self.path)?;
         Ok(())
-    }
-}
-
-impl Drop for HostBreaker {
-    fn drop(&mut self) {
-        // SAFETY: `map` was returned by mmap for LEN bytes and is unmapped only here; no
-        // reference into it outlives `self`.
-        unsafe {
-            libc::munmap(self.map.as_ptr().cast(), LEN);
-        }
     }
 }
 
@@ -254,7 +193,8 @@ struct Locked<'a>(&'a File);
 impl<'a> Locked<'a> {
     fn take(file: &'a File, path: &Path) -> Result<Self, StoreError> {
         // Held by others for microseconds only (no I/O under it), so waiting is fine.
-        file.lock().map_err(|e| io_error(path, "lock", e))?;
+        file.lock()
+            .map_err(|e| statefile::io_error(NOUN, path, "lock", e))?;
         Ok(Locked(file))
     }
 }
@@ -270,6 +210,7 @@ mod tests {
     use super::*;
     use crate::core::breaker::{Admit, BreakerState};
     use crate::core::config::BreakerConfig;
+    use crate::storage::ErrorKind;
     use std::os::unix::fs::PermissionsExt;
 
     const CFG: BreakerConfig = BreakerConfig {

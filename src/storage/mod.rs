@@ -9,6 +9,7 @@ pub mod fallback;
 pub mod hostbreaker;
 pub mod redis;
 pub mod sqlite;
+pub mod statefile;
 
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Verdict};

@@ -29,13 +29,10 @@
 //! The wait is timed on `CLOCK_MONOTONIC` (`pthread_mutex_clocklock`, glibc 2.30 and later):
 //! a wall clock set back must not lengthen it.
 
-use super::super::{ErrorKind, StoreError};
+use super::super::statefile::{self, Mapping, SharedLayout};
+use super::super::StoreError;
 use std::cell::UnsafeCell;
-use std::fs::File;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -55,7 +52,8 @@ struct Shared {
     mutex: UnsafeCell<libc::pthread_mutex_t>,
 }
 
-const LEN: usize = std::mem::size_of::<Shared>();
+/// How the file is named in errors.
+const NOUN: &str = "write queue";
 
 unsafe extern "C" {
     // glibc 2.30+ (Debian 11 on); not yet in the libc crate for every target.
@@ -66,100 +64,36 @@ unsafe extern "C" {
     ) -> libc::c_int;
 }
 
+// SAFETY: a u64 atomic, a u64 atomic and a pthread mutex: any bytes are a valid value (a
+// mutex that is not one is refused by its calls, and is initialised when the magic is wrong),
+// and the mutex is only ever touched through the pthread calls made for shared use.
+unsafe impl SharedLayout for Shared {}
+
 /// One process's mapping of the host's queue.
 pub struct Queue {
-    path: PathBuf,
-    _file: File,
-    map: NonNull<Shared>,
-    /// Device and inode of the file mapped, to notice a replaced one.
-    id: (u64, u64),
+    map: Mapping<Shared>,
     /// Until when this process skips the queue (see the module doc).
     skip_until: Option<Instant>,
 }
 
-// SAFETY: the mapping is process-wide memory, valid until Drop, and every access to it is an
-// atomic or a pthread call made for that. A mutex is owned by the thread that locked it: the
-// `Held` that unlocks it borrows the Queue, so the Queue cannot move to another thread while
-// it is held.
-unsafe impl Send for Queue {}
-
 /// The queue held; unlocked when dropped (also when a panic unwinds through the transaction).
+/// It borrows the Queue, so the thread that locked the mutex is the one that unlocks it.
 pub struct Held<'q>(&'q Queue);
-
-fn io_error(path: &Path, what: &str, e: std::io::Error) -> StoreError {
-    StoreError::new(
-        ErrorKind::Io,
-        format!("cannot {what} the write queue {}", path.display()),
-    )
-    .with_source(e)
-}
 
 impl Queue {
     /// Where a host's queue lives: beside its database.
     pub fn path_for(db: &Path) -> PathBuf {
-        let mut p = db.as_os_str().to_owned();
-        p.push(".queue");
-        PathBuf::from(p)
+        statefile::beside(db, ".queue")
     }
 
-    /// Opens (creating it, mode 0600) and maps the queue at `path`, after the trust checks
-    /// ([`crate::trust::open_state_file`]: a file that is not ours is refused). A new (or
-    /// short) file gets its mutex initialised under an exclusive `flock`, which every opener
-    /// takes, so that nobody uses the mutex before it is ready.
+    /// Opens (creating it, mode 0600) and maps the queue at `path` ([`Mapping::open`]: the
+    /// trust checks, a file that is not ours refused). A new file (no magic) gets its mutex
+    /// initialised under the opening `flock`, so nobody uses it before it is ready.
     pub fn open(path: &Path) -> Result<Queue, StoreError> {
-        let file = crate::trust::open_state_file(path)?;
-        let fd = file.as_raw_fd();
-        // SAFETY: flock on a descriptor we own; released below or when `file` closes.
-        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
-            return Err(io_error(path, "lock", std::io::Error::last_os_error()));
-        }
-        let mapped = Self::map(&file, path);
-        // SAFETY: as above.
-        unsafe { libc::flock(fd, libc::LOCK_UN) };
-        let (map, id) = mapped?;
-        Ok(Queue {
-            path: path.to_owned(),
-            _file: file,
-            map,
-            id,
-            skip_until: None,
-        })
-    }
-
-    /// Maps the file (under the caller's flock), initialising the mutex of a new one.
-    fn map(file: &File, path: &Path) -> Result<(NonNull<Shared>, (u64, u64)), StoreError> {
-        let m = file.metadata().map_err(|e| io_error(path, "stat", e))?;
-        if m.len() < LEN as u64 {
-            // Zeros: no magic, so the mutex is initialised below. Allocated, not just extended:
-            // a page of a sparse file first written through the mapping on a full disk would
-            // kill the process (SIGBUS).
-            // SAFETY: on a descriptor we own, opened for writing.
-            let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, LEN as libc::off_t) };
-            if rc != 0 {
-                let e = std::io::Error::from_raw_os_error(rc);
-                return Err(io_error(path, "allocate", e));
+        let map = Mapping::open(path, NOUN, |shared: &Shared| {
+            if shared.magic.load(Ordering::Acquire) == MAGIC {
+                return Ok(());
             }
-        }
-        // SAFETY: a fresh mapping (the kernel picks the address) of LEN bytes of a file at
-        // least LEN bytes long (checked or extended just above, under the flock), read-write
-        // and shared, of a descriptor opened read-write; checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io_error(path, "map", std::io::Error::last_os_error()));
-        }
-        let map = NonNull::new(ptr.cast::<Shared>()).expect("mmap never returns null here");
-        // SAFETY: the mapping is LEN bytes, page-aligned, and lives until unmapped.
-        let shared = unsafe { map.as_ref() };
-        if shared.magic.load(Ordering::Acquire) != MAGIC {
             // SAFETY: under the exclusive flock every opener takes, and before the magic is
             // written, so no process uses this mutex yet; attr is initialised before use and
             // destroyed after.
@@ -173,20 +107,22 @@ impl Queue {
                 rc
             };
             if rc != 0 {
-                // SAFETY: our mapping, not used by anything yet.
-                unsafe { libc::munmap(ptr, LEN) };
                 let e = std::io::Error::from_raw_os_error(rc);
-                return Err(io_error(path, "initialise", e));
+                return Err(statefile::io_error(NOUN, path, "initialise", e));
             }
             shared.magic.store(MAGIC, Ordering::Release);
-        }
-        Ok((map, (m.dev(), m.ino())))
+            Ok(())
+        })?;
+        Ok(Queue {
+            map,
+            skip_until: None,
+        })
     }
 
     /// Whether the path still names the file mapped (false once it was removed or replaced:
     /// then the caller opens it anew, so that every process queues on the same file again).
     pub fn is_current(&self) -> bool {
-        std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id)
+        self.map.is_current()
     }
 
     /// Waits for the queue, at most `within` (none: no wait at all). None when the call
@@ -231,8 +167,7 @@ impl Queue {
     }
 
     fn shared(&self) -> &Shared {
-        // SAFETY: the mapping is valid and LEN bytes long until Drop.
-        unsafe { self.map.as_ref() }
+        self.map.get()
     }
 }
 
@@ -242,13 +177,6 @@ impl Drop for Held<'_> {
         shared.turns.fetch_add(1, Ordering::Relaxed);
         // SAFETY: this process locked it (a Held exists only after a successful lock).
         unsafe { libc::pthread_mutex_unlock(shared.mutex.get()) };
-    }
-}
-
-impl Drop for Queue {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping of LEN bytes; no Held borrows it any more.
-        unsafe { libc::munmap(self.map.as_ptr().cast(), LEN) };
     }
 }
 
@@ -273,7 +201,7 @@ fn monotonic_after(d: Duration) -> libc::timespec {
 pub mod tests {
     use super::*;
     use std::io::{BufRead, BufReader};
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::process::{Child, Command, Stdio};
 
     /// Set in a child test process: the queue it takes and holds until killed.
@@ -444,7 +372,7 @@ pub mod tests {
     fn a_file_someone_else_made_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = Queue::path_for(&dir.path().join("rl.sqlite"));
-        std::fs::write(&path, vec![0u8; LEN]).unwrap();
+        std::fs::write(&path, vec![0u8; std::mem::size_of::<Shared>()]).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(Queue::open(&path).is_err());
     }
