@@ -30,11 +30,11 @@ function bench_subject(int $i): string
     return '198.' . (18 + ($i >> 16 & 1)) . '.' . ($i >> 8 & 255) . '.' . ($i & 255);
 }
 
-/** Nearest-rank quantile of an ascending array. */
+/** Nearest-rank quantile of an ascending array (0 for an empty one). */
 function q_sorted(array $sorted, float $q): int
 {
     $n = count($sorted);
-    return $sorted[max(0, min($n - 1, (int) ceil($q * $n) - 1))];
+    return $n ? $sorted[max(0, min($n - 1, (int) ceil($q * $n) - 1))] : 0;
 }
 
 /** Adds latencies (ns) to a log histogram; returns their maximum. */

@@ -91,8 +91,8 @@ $elapsed = max(1, $last - $first) / 1e9;
 $subjects = $c['mode'] === 'same' ? 1 : $procs;
 $allows = $subjects * (int) floor($c['limit'] + $c['limit'] * ($elapsed + 0.002) / $c['per']);
 $r = ['peer' => $c['peer'], 'topology' => $c['cluster'] ? 'cluster' : 'single', 'mode' => $c['mode'],
-    'procs' => $procs, 'n' => $n, 'per_s' => $n / $elapsed, 'p50' => redis_q($all, 0.5),
-    'p99' => redis_q($all, 0.99), 'max' => $all ? $all[count($all) - 1] : 0,
+    'procs' => $procs, 'n' => $n, 'per_s' => $n / $elapsed, 'p50' => q_sorted($all, 0.5),
+    'p99' => q_sorted($all, 0.99), 'max' => $all ? $all[count($all) - 1] : 0,
     'admitted' => $admitted, 'allows' => $c['peer'] === 'floor' ? null : $allows, 'errors' => $errors,
     'failed_procs' => $failed];
 file_put_contents($c['out'], json_encode($r, JSON_PRETTY_PRINT | JSON_THROW_ON_ERROR) . "\n");

@@ -7,6 +7,7 @@
 //   peer       a careful PHP token bucket: phpredis + one Lua script (below)
 //   ratelimit  ratelimit_acquire() with ratelimit.backend=redis (php.ini, set by bench/redis/run)
 declare(strict_types=1);
+require_once __DIR__ . '/../lib/common.php';  // bench_subject(), q_sorted()
 
 const REDIS_PEERS = [
     'floor' => '*floor: EVALSHA `return 1` from PHP (phpredis)*',
@@ -163,17 +164,4 @@ function redis_peer(string $name, array $o): object
             };
     }
     throw new InvalidArgumentException("unknown peer $name");
-}
-
-/** The i-th benchmark subject: an address of 198.18.0.0/15 (RFC 2544 benchmarking range). */
-function redis_bench_subject(int $i): string
-{
-    return '198.' . (18 + ($i >> 16 & 1)) . '.' . ($i >> 8 & 255) . '.' . ($i & 255);
-}
-
-/** Nearest-rank quantile of an ascending array. */
-function redis_q(array $sorted, float $q): int
-{
-    $n = count($sorted);
-    return $n ? $sorted[max(0, min($n - 1, (int) ceil($q * $n) - 1))] : 0;
 }

@@ -14,7 +14,7 @@ for ($i = 0; $i < 200; $i++) {  // warm-up on its own subjects: connection, scri
 }
 $subj = [];
 for ($i = 0; $i < $subjects; $i++) {
-    $subj[] = redis_bench_subject($i);
+    $subj[] = bench_subject($i);
 }
 $lat = array_fill(0, $n, 0);
 $admitted = $errors = 0;
@@ -45,7 +45,7 @@ if ($c['peer'] !== 'floor') {
     }
 }
 $r = ['peer' => $c['peer'], 'topology' => $c['cluster'] ? 'cluster' : 'single', 'n' => $n,
-    'median' => redis_q($lat, 0.5), 'p99' => redis_q($lat, 0.99), 'p999' => redis_q($lat, 0.999),
+    'median' => q_sorted($lat, 0.5), 'p99' => q_sorted($lat, 0.99), 'p999' => q_sorted($lat, 0.999),
     'max' => $lat[$n - 1], 'per_s' => $n / $elapsed, 'admitted' => $admitted, 'allows' => $allows,
     'errors' => $errors, 'last_error' => $lastError, 'sources' => $peer->sources ?? null];
 file_put_contents($c['out'], json_encode($r, JSON_PRETTY_PRINT | JSON_THROW_ON_ERROR) . "\n");

@@ -31,6 +31,23 @@ pub struct State {
     pub key: Option<KeyRecord>,
 }
 
+impl State {
+    /// Drops the expired leases, then counts `bucket`'s live ones.
+    fn live_slots(&mut self, bucket: &Pseudonym, now: i64) -> Slots {
+        self.leases.retain(|l| l.2 > now);
+        let live: Vec<i64> = self
+            .leases
+            .iter()
+            .filter(|l| l.1 == *bucket)
+            .map(|l| l.2)
+            .collect();
+        Slots {
+            live: live.len() as u64,
+            earliest_expiry: live.iter().min().copied(),
+        }
+    }
+}
+
 /// The store, and a handle the test keeps on its state.
 #[derive(Clone)]
 pub struct Fake(pub Rc<RefCell<State>>, Clock);
@@ -102,17 +119,7 @@ impl Store for Fake {
         self.step(unwritten)?;
         let now = (self.1)();
         let mut s = self.0.borrow_mut();
-        s.leases.retain(|l| l.2 > now);
-        let live: Vec<i64> = s
-            .leases
-            .iter()
-            .filter(|l| l.1 == key.bucket)
-            .map(|l| l.2)
-            .collect();
-        let slots = Slots {
-            live: live.len() as u64,
-            earliest_expiry: live.iter().min().copied(),
-        };
+        let slots = s.live_slots(&key.bucket, now);
         let d = decision::decide(s.buckets.get(&key.bucket).copied(), ask, slots, now);
         s.buckets.insert(key.bucket, d.bucket);
         let mut c = Counters::default();
@@ -140,17 +147,7 @@ impl Store for Fake {
         self.step(unwritten)?;
         let now = (self.1)();
         let mut s = self.0.borrow_mut();
-        s.leases.retain(|l| l.2 > now);
-        let live: Vec<i64> = s
-            .leases
-            .iter()
-            .filter(|l| l.1 == keys[0].bucket)
-            .map(|l| l.2)
-            .collect();
-        let slots = Slots {
-            live: live.len() as u64,
-            earliest_expiry: live.iter().min().copied(),
-        };
+        let slots = s.live_slots(&keys[0].bucket, now);
         let stored: Vec<_> = keys
             .iter()
             .map(|k| s.buckets.get(&k.bucket).copied())
