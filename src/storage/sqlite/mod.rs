@@ -1239,9 +1239,11 @@ mod tests {
                 scope.spawn(move || admit_many(path, t, 4_000));
             }
         });
-        // 12,000 commits of a page or more; checkpoints keep the WAL near CHECKPOINT_FRAMES
-        // pages (a frame is a 1 KiB page and a 24-byte header).
-        let bound = 2 * CHECKPOINT_FRAMES as u64 * (1_024 + 24);
+        // 12,000 commits of a page or more: without checkpoints, 12 MB and more (17 MB
+        // measured). Ours keep the WAL near CHECKPOINT_FRAMES pages (a frame is a 1 KiB page
+        // and a 24-byte header); the bound leaves room for checkpoints that a loaded machine
+        // made wait past CHECKPOINT_WAIT, each leaving its process's to others for a second.
+        let bound = 6 * CHECKPOINT_FRAMES as u64 * (1_024 + 24);
         assert!(wal_len(&path) <= bound, "{} > {bound}", wal_len(&path));
     }
 
@@ -1259,8 +1261,9 @@ mod tests {
         admit_many(&path, 1, 3 * CHECKPOINT_FRAMES as usize);
         let took = t.elapsed();
         // Each commit over the threshold waiting CHECKPOINT_WAIT would take 20 s and more;
-        // with the back-off it is one wait (per second).
-        assert!(took < Duration::from_secs(4), "{took:?}");
+        // with the back-off it is one wait (per second), and the commits, well under 10 s
+        // even on a loaded machine.
+        assert!(took < Duration::from_secs(10), "{took:?}");
         assert!(
             wal_len(&path) > CHECKPOINT_FRAMES as u64 * 1_024,
             "no frame was kept"

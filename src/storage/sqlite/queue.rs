@@ -280,15 +280,16 @@ pub mod tests {
         let held = a.enter(Some(Duration::ZERO)).unwrap();
         let waiter = std::thread::spawn(move || {
             let mut b = Queue::open(&path).unwrap();
-            let t = Instant::now();
             let got = b.enter(Some(Duration::from_secs(10))).is_some();
-            (got, t.elapsed())
+            (got, Instant::now())
         });
         std::thread::sleep(Duration::from_millis(50));
+        // However late the waiter started, it cannot have had the queue before this.
+        let released = Instant::now();
         drop(held);
-        let (got, waited) = waiter.join().unwrap();
+        let (got, at) = waiter.join().unwrap();
         assert!(got);
-        assert!(waited >= Duration::from_millis(40), "{waited:?}");
+        assert!(at >= released, "had the queue while it was held");
     }
 
     #[test]
@@ -336,14 +337,18 @@ pub mod tests {
         let (path, mut a) = queue_in(&dir);
         let held = a.enter(Some(Duration::ZERO)).unwrap();
         let mut b = Queue::open(&path).unwrap();
+        let (ready, waiting) = std::sync::mpsc::channel();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
-                assert!(b.enter(Some(Duration::from_millis(1_000))).is_none());
+                ready.send(()).unwrap();
+                assert!(b.enter(Some(Duration::from_secs(2))).is_none());
                 b.skip_until
             });
             // Others going through meanwhile (as when a running process takes the mutex
-            // before the woken waiter): only the count of turns matters here.
-            std::thread::sleep(Duration::from_millis(50));
+            // before the woken waiter): only the count of turns matters here. Counted once
+            // the waiter is on its way into its wait, so that its wait sees the count change.
+            waiting.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(200));
             held.0.shared().turns.fetch_add(1, Ordering::Relaxed);
             assert!(waiter.join().unwrap().is_none(), "the queue was skipped");
         });
