@@ -6,7 +6,9 @@
 //! **How it is kept consistent.** The rules ([`crate::core::breaker`]) run under an exclusive
 //! `flock(2)` on the file: simple to reason about (one writer at a time, a plain read-modify-
 //! write of the record), and the kernel releases the lock when its holder dies, even by
-//! SIGKILL, so a worker killed mid-transition never wedges the host. What the lock protects is
+//! SIGKILL, so a worker killed mid-transition never wedges the host; one stopped (SIGSTOP)
+//! under it costs a waiter [`statefile::LOCK_WAIT`], after which the call asks the primary as
+//! if the breaker were closed (its answer, not the breaker, decides). What the lock protects is
 //! only microseconds of memory work, never a call to the primary: a probe is a slot in the
 //! record with a deadline, not a held lock. The fast path takes no lock: one atomic load of the
 //! *gate* word, which every transition rewrites last. 0 means closed (go on); a time in the
@@ -25,10 +27,9 @@
 //! A forked child must open its own [`HostBreaker`] (a `flock` belongs to the open file
 //! description, which a child shares with its parent), as the worker does with its store.
 
-use super::statefile::{self, Mapping, SharedLayout};
+use super::statefile::{self, Locked, Mapping, SharedLayout};
 use super::StoreError;
 use crate::core::breaker::Record;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -146,7 +147,7 @@ impl HostBreaker {
     ) -> Result<T, StoreError> {
         self.reopen_if_replaced()?;
         let (out, valid) = {
-            let _lock = Locked::take(self.map.file(), self.map.path())?;
+            let _lock = Locked::take(self.map.file(), self.map.path(), NOUN)?;
             let s = self.shared();
             let fields: [u64; FIELDS] =
                 std::array::from_fn(|i| s.fields[i].load(Ordering::Relaxed));
@@ -183,25 +184,6 @@ impl HostBreaker {
             *self = HostBreaker::open(self.map.path())?;
         }
         Ok(())
-    }
-}
-
-/// An exclusive `flock` on the breaker file, released when dropped (or by the kernel when the
-/// process dies).
-struct Locked<'a>(&'a File);
-
-impl<'a> Locked<'a> {
-    fn take(file: &'a File, path: &Path) -> Result<Self, StoreError> {
-        // Held by others for microseconds only (no I/O under it), so waiting is fine.
-        file.lock()
-            .map_err(|e| statefile::io_error(NOUN, path, "lock", e))?;
-        Ok(Locked(file))
-    }
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.unlock();
     }
 }
 

@@ -6,11 +6,12 @@
 //! file first written through a mapping on a full disk would kill the process (SIGBUS).
 
 use super::{ErrorKind, StoreError};
-use std::fs::File;
+use std::fs::{File, TryLockError};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::time::{Duration, Instant};
 
 /// A layout that may live in such a file.
 ///
@@ -45,6 +46,42 @@ pub fn io_error(noun: &str, path: &Path, what: &str, e: std::io::Error) -> Store
     .with_source(e)
 }
 
+/// How long a process waits for another's `flock` on a state file. Its holders keep it for
+/// microseconds (memory work, no I/O), so only a holder stopped (SIGSTOP) under it makes a
+/// waiter wait this long; the caller then goes on without the file (see its callers).
+pub const LOCK_WAIT: Duration = Duration::from_millis(50);
+
+/// An exclusive `flock` on a state file, released when dropped (or by the kernel when its
+/// holder dies, even by SIGKILL).
+pub struct Locked<'a>(&'a File);
+
+impl<'a> Locked<'a> {
+    /// Takes the lock, waiting [`LOCK_WAIT`] at most (`flock` has no timed wait: polled).
+    pub fn take(file: &'a File, path: &Path, noun: &str) -> Result<Self, StoreError> {
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Locked(file)),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    let what =
+                        format!("the {noun} {} is locked by another process", path.display());
+                    return Err(StoreError::new(ErrorKind::Busy, what));
+                }
+                Err(TryLockError::Error(e)) => return Err(io_error(noun, path, "lock", e)),
+            }
+        }
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
 impl<T: SharedLayout> Mapping<T> {
     /// Opens (creating it, with the database's mode) and maps the file at `path`, after the
     /// trust checks ([`crate::trust::open_state_file`]: a file that is not ours is refused as
@@ -57,7 +94,9 @@ impl<T: SharedLayout> Mapping<T> {
         init: impl FnOnce(&T) -> Result<(), StoreError>,
     ) -> Result<Self, StoreError> {
         let file = crate::trust::open_state_file(path)?;
-        file.lock().map_err(|e| io_error(noun, path, "lock", e))?;
+        // Held across the mapping and `init`, then let go by hand (or, on an error, by closing
+        // the file): the guard cannot outlive the move of `file` into the mapping.
+        std::mem::forget(Locked::take(&file, path, noun)?);
         let opened = Self::map(file, path, noun).and_then(|m| init(m.get()).map(|()| m));
         if let Ok(m) = &opened {
             let _ = m.file.unlock();
@@ -168,6 +207,25 @@ mod tests {
         let b = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
         a.get().0[2].store(7, Ordering::Relaxed);
         assert_eq!(b.get().0[2].load(Ordering::Relaxed), 7);
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_waited_for_a_bounded_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = beside(&dir.path().join("rl.sqlite"), ".test");
+        drop(Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap());
+        // Another open file description holds it (as a process stopped under it would).
+        let other = File::open(&path).unwrap();
+        other.lock().unwrap();
+        let t = Instant::now();
+        let e = Mapping::<Words>::open(&path, "test file", |_| Ok(()))
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::Busy);
+        let took = t.elapsed();
+        assert!(took >= LOCK_WAIT && took < 20 * LOCK_WAIT, "{took:?}");
+        other.unlock().unwrap();
+        assert!(Mapping::<Words>::open(&path, "test file", |_| Ok(())).is_ok());
     }
 
     #[test]
