@@ -42,9 +42,22 @@ rl_init() {
 rl_now_ms() { date +%s%3N; }
 
 rl_free_port() {
-  # The kernel picks a free port; a tiny race with other programs is acceptable here.
-  php -n -r '$s = stream_socket_server("tcp://127.0.0.1:0", $e, $m) or exit(1);
-             echo substr(strrchr(stream_socket_get_name($s, false), ":"), 1), "\n";'
+  # The kernel picks a free port; a tiny race with other programs is acceptable here. Not one
+  # handed out before in this run (kept in $RL_DIR/ports): ports are only bound once a server
+  # starts, and the kernel may offer the same one twice before that; two nginx servers on one
+  # port would send one master's requests to another's.
+  local p i given=${RL_DIR:+$RL_DIR/ports}
+  for ((i = 0; i < 100; i++)); do
+    p=$(php -n -r '$s = stream_socket_server("tcp://127.0.0.1:0", $e, $m) or exit(1);
+                   echo substr(strrchr(stream_socket_get_name($s, false), ":"), 1), "\n";') || return 1
+    if [ -z "$given" ] || ! grep -qx "$p" "$given" 2>/dev/null; then
+      [ -z "$given" ] || echo "$p" >>"$given"
+      echo "$p"
+      return 0
+    fi
+  done
+  echo "rl_free_port: no new free port" >&2
+  return 1
 }
 
 rl_alive() { kill -0 "$1" 2>/dev/null; }
