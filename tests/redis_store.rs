@@ -245,6 +245,61 @@ fn an_unreachable_server_is_an_error_within_the_timeout() {
     assert!(t0.elapsed().as_millis() < 500);
 }
 
+/// A listener that accepts connections and never answers: to a client, a SIGSTOPped Redis (the
+/// kernel still completes the handshake).
+fn silent_server() -> (std::net::TcpListener, String) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://127.0.0.1:{}", l.local_addr().unwrap().port());
+    (l, url)
+}
+
+#[test]
+fn a_silent_first_seed_of_a_cluster_leaves_time_to_ask_the_next() {
+    let (_silent, url) = silent_server();
+    let mut seeds = vec![url];
+    seeds.extend(env("RL_REDIS_CLUSTER").split(',').map(str::to_string));
+    let settings = RedisSettings {
+        target: Target::parse("", &seeds).unwrap(),
+        prefix: fresh_prefix(),
+        timeout_ms: 200,
+        flush_ms: 1_000,
+    };
+    let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
+    let t0 = std::time::Instant::now();
+    let a = s
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(a.verdict.allowed, "{a:?}");
+    // Half the budget on the silent seed, then the next answers.
+    assert!(
+        took.as_millis() >= 100 && took.as_millis() < 200,
+        "{took:?}"
+    );
+}
+
+#[test]
+fn a_silent_cluster_costs_each_call_at_most_its_budget() {
+    // The only seed is silent: the slots are never read.
+    let (_silent, url) = silent_server();
+    let settings = RedisSettings {
+        target: Target::parse("", &[url]).unwrap(),
+        prefix: fresh_prefix(),
+        timeout_ms: 50,
+        flush_ms: 1_000,
+    };
+    let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
+    for _ in 0..3 {
+        let t0 = std::time::Instant::now();
+        let e = s
+            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            .unwrap_err();
+        let took = t0.elapsed();
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert!(took.as_millis() >= 50 && took.as_millis() < 150, "{took:?}");
+    }
+}
+
 #[test]
 fn counts_are_batched_and_none_is_lost() {
     let r = Redis::single();

@@ -64,27 +64,38 @@ fn without_credentials(url: &str) -> String {
     }
 }
 
-enum Live {
-    Single(redis::Connection),
-    Cluster(Box<redis::cluster::ClusterConnection>),
+/// Where a call goes in a cluster: the master of a key's slot, or any master (a command without
+/// keys, such as `TIME`). A single server takes every call.
+#[derive(Clone, Copy)]
+pub enum Route<'a> {
+    Key(&'a str),
+    Any,
 }
 
 /// A lazily made connection with a per-call time budget.
 pub struct Conn {
     target: Target,
     timeout: Duration,
-    live: Option<Live>,
-    /// The read and write timeouts set on `live` now (a system call to change).
-    io_timeout: Option<Duration>,
+    servers: Servers,
+}
+
+// One per worker: the single server's node stays inline, on the path of every call.
+#[allow(clippy::large_enum_variant)]
+enum Servers {
+    Single(Node),
+    Cluster(Cluster),
 }
 
 impl Conn {
     pub fn new(target: Target, timeout: Duration) -> Self {
+        let servers = match &target {
+            Target::Single(info) => Servers::Single(Node::new((**info).clone())),
+            Target::Cluster(seeds) => Servers::Cluster(Cluster::new(seeds)),
+        };
         Self {
             target,
             timeout,
-            live: None,
-            io_timeout: None,
+            servers,
         }
     }
 
@@ -92,98 +103,28 @@ impl Conn {
         self.target.describe()
     }
 
-    /// Runs `f` on the connection within one time budget. Any error drops the connection. A
-    /// cluster's redirection (MOVED, ASK: the command did not run) is followed once, on a new
-    /// connection that reads the slots afresh; nothing else is ever sent twice, since a call
-    /// that timed out may have been carried out.
+    /// Runs `f` on the connection to `route`'s server within one time budget. Any error drops
+    /// that connection. A cluster's redirection (MOVED, ASK: the command did not run) is followed
+    /// once, to the node it names; nothing else is ever sent twice, since a call that timed out
+    /// may have been carried out.
     pub fn call<T>(
         &mut self,
+        route: Route,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
         let deadline = Instant::now() + self.timeout;
-        let mut redirected = false;
-        loop {
-            let result = self
-                .connected(deadline)
-                .and_then(|c| f(c).map_err(Fault::Redis));
-            match result {
-                Ok(v) => return Ok(v),
-                Err(e) => {
-                    self.live = None;
-                    let moved = matches!(&e, Fault::Redis(r) if matches!(
-                        r.kind(),
-                        redis::ErrorKind::Server(redis::ServerErrorKind::Moved)
-                            | redis::ErrorKind::Server(redis::ServerErrorKind::Ask)
-                    ));
-                    if moved && !redirected && Instant::now() < deadline {
-                        redirected = true;
-                        continue;
-                    }
-                    return Err(self.classify(e));
-                }
-            }
-        }
-    }
-
-    /// The live connection, made now if there is none, with its read and write timeouts set to
-    /// what is left of the budget.
-    fn connected(&mut self, deadline: Instant) -> Result<&mut dyn ConnectionLike, Fault> {
-        let left = deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or(Fault::OutOfTime)?;
-        if self.live.is_none() {
-            self.live = Some(match &self.target {
-                Target::Single(info) => {
-                    let client = redis::Client::open((**info).clone()).map_err(Fault::Redis)?;
-                    Live::Single(
-                        client
-                            .get_connection_with_timeout(left)
-                            .map_err(Fault::Redis)?,
-                    )
-                }
-                Target::Cluster(seeds) => {
-                    // No retries inside the client: a timed-out script must not be sent again.
-                    let client = redis::cluster::ClusterClientBuilder::new(seeds.clone())
-                        .retries(0)
-                        .connection_timeout(left)
-                        .response_timeout(self.timeout)
-                        .build()
-                        .map_err(Fault::Redis)?;
-                    Live::Cluster(Box::new(client.get_connection().map_err(Fault::Redis)?))
-                }
-            });
-            self.io_timeout = None;
-        }
-        let left = deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or(Fault::OutOfTime)?;
-        let live = self.live.as_mut().expect("made above");
-        if let Live::Single(c) = live {
-            // Only what is left of this call's budget; a kept connection gets the whole timeout
-            // (within a millisecond, to spare a system call per call).
-            let want = if left + Duration::from_millis(1) >= self.timeout {
-                self.timeout
-            } else {
-                left
-            };
-            if self.io_timeout != Some(want) {
-                c.set_read_timeout(Some(want)).map_err(Fault::Redis)?;
-                c.set_write_timeout(Some(want)).map_err(Fault::Redis)?;
-                self.io_timeout = Some(want);
-            }
-        }
-        Ok(match live {
-            Live::Single(c) => c,
-            Live::Cluster(c) => &mut **c,
-        })
+        let timeout = self.timeout;
+        let r = match &mut self.servers {
+            Servers::Single(node) => node.run(deadline, timeout, false, &mut f),
+            Servers::Cluster(c) => c.call(route, deadline, timeout, &mut f),
+        };
+        r.map_err(|e| self.classify(e))
     }
 
     /// Every key matching `pattern` on every master: SCAN on the server, or on each master of
-    /// the cluster (found with CLUSTER SLOTS) through a connection of its own.
+    /// the cluster (read from CLUSTER SLOTS), each master within a budget of its own.
     pub fn scan(&mut self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let scan_one = |c: &mut dyn ConnectionLike| {
+        let mut scan_one = |c: &mut dyn ConnectionLike| {
             let mut keys = Vec::new();
             let mut cursor: u64 = 0;
             loop {
@@ -201,50 +142,25 @@ impl Conn {
                 cursor = next;
             }
         };
-        let seed = match &self.target {
-            Target::Single(_) => return self.call(scan_one),
-            Target::Cluster(seeds) => seeds[0].clone(),
+        let timeout = self.timeout;
+        let r = match &mut self.servers {
+            Servers::Single(node) => {
+                node.run(Instant::now() + timeout, timeout, false, &mut scan_one)
+            }
+            Servers::Cluster(c) => (|| {
+                c.read_slots(Instant::now() + timeout, timeout)?;
+                let mut masters: Vec<usize> = c.slots.iter().map(|&(_, _, n)| n).collect();
+                masters.sort_unstable();
+                masters.dedup();
+                let mut keys = Vec::new();
+                for n in masters {
+                    let deadline = Instant::now() + timeout;
+                    keys.extend(c.nodes[n].run(deadline, timeout, false, &mut scan_one)?);
+                }
+                Ok(keys)
+            })(),
         };
-        let slots: Vec<redis::Value> =
-            self.call(|c| redis::cmd("CLUSTER").arg("SLOTS").query(c))?;
-        let mut masters: Vec<(String, u16)> = slots
-            .iter()
-            .filter_map(|range| match range {
-                redis::Value::Array(r) => match r.get(2) {
-                    Some(redis::Value::Array(node)) => {
-                        let host: String = redis::from_redis_value_ref(node.first()?).ok()?;
-                        let port: u16 = redis::from_redis_value_ref(node.get(1)?).ok()?;
-                        Some((host, port))
-                    }
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
-        masters.sort();
-        masters.dedup();
-        let mut keys = Vec::new();
-        for (host, port) in masters {
-            let addr = match seed.addr() {
-                redis::ConnectionAddr::TcpTls {
-                    insecure,
-                    tls_params,
-                    ..
-                } => redis::ConnectionAddr::TcpTls {
-                    host,
-                    port,
-                    insecure: *insecure,
-                    tls_params: tls_params.clone(),
-                },
-                _ => redis::ConnectionAddr::Tcp(host, port),
-            };
-            let mut one = Conn::new(
-                Target::Single(Box::new(seed.clone().set_addr(addr))),
-                self.timeout,
-            );
-            keys.extend(one.call(scan_one)?);
-        }
-        Ok(keys)
+        r.map_err(|e| self.classify(e))
     }
 
     fn classify(&self, e: Fault) -> StoreError {
@@ -300,6 +216,303 @@ enum Fault {
     Redis(RedisError),
 }
 
+/// What is left of a budget, or the fault of having none.
+fn left(deadline: Instant) -> Result<Duration, Fault> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or(Fault::OutOfTime)
+}
+
+/// One server's connection, made when first needed and dropped after any error.
+struct Node {
+    info: redis::ConnectionInfo,
+    live: Option<redis::Connection>,
+    /// The read and write timeouts set on `live` now (a system call to change).
+    io_timeout: Option<Duration>,
+}
+
+impl Node {
+    fn new(info: redis::ConnectionInfo) -> Self {
+        Self {
+            info,
+            live: None,
+            io_timeout: None,
+        }
+    }
+
+    /// Runs `f` on this server's connection within the budget (after `ASKING` when `asking`);
+    /// an error drops the connection: a reply that timed out may still arrive, and must never be
+    /// read as the answer to the next call.
+    fn run<T>(
+        &mut self,
+        deadline: Instant,
+        timeout: Duration,
+        asking: bool,
+        f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+    ) -> Result<T, Fault> {
+        let r = self.connected(deadline, timeout).and_then(|c| {
+            if asking {
+                redis::cmd("ASKING").exec(c).map_err(Fault::Redis)?;
+            }
+            f(c).map_err(Fault::Redis)
+        });
+        if r.is_err() {
+            self.live = None;
+        }
+        r
+    }
+
+    /// The connection, made now if there is none, with its read and write timeouts set to what
+    /// is left of the budget.
+    fn connected(
+        &mut self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<&mut redis::Connection, Fault> {
+        let budget = left(deadline)?;
+        if self.live.is_none() {
+            let client = redis::Client::open(self.info.clone()).map_err(Fault::Redis)?;
+            self.live = Some(
+                client
+                    .get_connection_with_timeout(budget)
+                    .map_err(Fault::Redis)?,
+            );
+            self.io_timeout = None;
+        }
+        let budget = left(deadline)?;
+        // Only what is left of this call's budget; a kept connection gets the whole timeout
+        // (within a millisecond, to spare a system call per call).
+        let want = if budget + Duration::from_millis(1) >= timeout {
+            timeout
+        } else {
+            budget
+        };
+        let c = self.live.as_mut().expect("made above");
+        if self.io_timeout != Some(want) {
+            c.set_read_timeout(Some(want)).map_err(Fault::Redis)?;
+            c.set_write_timeout(Some(want)).map_err(Fault::Redis)?;
+            self.io_timeout = Some(want);
+        }
+        Ok(c)
+    }
+
+    fn is_at(&self, host: &str, port: u16) -> bool {
+        host_port(self.info.addr()) == Some((host, port))
+    }
+}
+
+fn host_port(addr: &redis::ConnectionAddr) -> Option<(&str, u16)> {
+    match addr {
+        redis::ConnectionAddr::Tcp(h, p)
+        | redis::ConnectionAddr::TcpTls {
+            host: h, port: p, ..
+        } => Some((h.as_str(), *p)),
+        _ => None,
+    }
+}
+
+/// A cluster seen by one worker: its slot map and a connection per master it has used. Our own
+/// rather than the `redis` crate's, so that every step (reading the slots, connecting to a
+/// master) spends the one call's budget: the crate's connects to every master at first use,
+/// each with a fresh timeout, and with one master stopped a call took 220 ms of a 50 ms budget.
+struct Cluster {
+    /// Every node met: the seeds, then masters named by CLUSTER SLOTS.
+    nodes: Vec<Node>,
+    /// Slot ranges (first, last) and the index in `nodes` of their master; empty: to be read.
+    slots: Vec<(u16, u16, usize)>,
+    /// Where the next reading of the slots starts: past a node that failed.
+    cursor: usize,
+}
+
+impl Cluster {
+    fn new(seeds: &[redis::ConnectionInfo]) -> Self {
+        Self {
+            nodes: seeds.iter().cloned().map(Node::new).collect(),
+            slots: Vec::new(),
+            cursor: 0,
+        }
+    }
+
+    fn call<T>(
+        &mut self,
+        route: Route,
+        deadline: Instant,
+        timeout: Duration,
+        f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+    ) -> Result<T, Fault> {
+        if self.slots.is_empty() {
+            self.read_slots(deadline, timeout)?;
+        }
+        let at = self.master_of(route);
+        let first = self.nodes[at].run(deadline, timeout, false, f);
+        let e = match first {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        // Whatever failed, the slots may have moved (a failover, a resharding): read anew next,
+        // from another node than this one.
+        self.slots.clear();
+        if self.cursor == at {
+            self.cursor = (at + 1) % self.nodes.len();
+        }
+        let redirect = match &e {
+            Fault::Redis(r) => r.redirect_node().map(|(h, p)| {
+                (
+                    h.to_string(),
+                    p,
+                    r.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask),
+                )
+            }),
+            Fault::OutOfTime => None,
+        };
+        match redirect {
+            Some((host, port, asking)) if left(deadline).is_ok() => {
+                let at = self.node_at(&host, port);
+                self.nodes[at].run(deadline, timeout, asking, f)
+            }
+            _ => Err(e),
+        }
+    }
+
+    /// The index of the master serving `route` (the map is not empty).
+    fn master_of(&self, route: Route) -> usize {
+        let Route::Key(key) = route else {
+            return self.slots[0].2;
+        };
+        let slot = slot(key.as_bytes());
+        self.slots
+            .iter()
+            .find(|&&(a, b, _)| (a..=b).contains(&slot))
+            .map_or(self.slots[0].2, |&(_, _, n)| n)
+    }
+
+    /// Reads the slot map from the first node that answers, starting at `cursor`. A node that
+    /// is not the last to try gets half of what is left: a stopped seed (a new worker asks the
+    /// first seed first) must leave time to ask another and make the call.
+    fn read_slots(&mut self, deadline: Instant, timeout: Duration) -> Result<(), Fault> {
+        let mut last = Fault::OutOfTime;
+        let (n, start) = (self.nodes.len(), self.cursor);
+        for i in 0..n {
+            let at = (start + i) % n;
+            let mut ask = |c: &mut dyn ConnectionLike| redis::cmd("CLUSTER").arg("SLOTS").query(c);
+            let share = if i + 1 < n {
+                Instant::now() + left(deadline)? / 2
+            } else {
+                deadline
+            };
+            match self.nodes[at].run(share, timeout, false, &mut ask) {
+                Ok(v) => {
+                    let asked = host_port(self.nodes[at].info.addr())
+                        .map(|(h, _)| h.to_string())
+                        .unwrap_or_default();
+                    let mut slots = Vec::new();
+                    for (a, b, host, port) in parse_slots(&v) {
+                        let host = if host.is_empty() || host == "?" {
+                            asked.clone()
+                        } else {
+                            host
+                        };
+                        slots.push((a, b, self.node_at(&host, port)));
+                    }
+                    if slots.is_empty() {
+                        return Err(Fault::Redis(RedisError::from((
+                            redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
+                            "CLUSTER SLOTS named no master",
+                        ))));
+                    }
+                    self.slots = slots;
+                    self.cursor = at;
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.cursor = (at + 1) % n;
+                    last = e;
+                    if left(deadline).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// The index of the node at `host:port`, added (with the seeds' settings: TLS, password)
+    /// when new.
+    fn node_at(&mut self, host: &str, port: u16) -> usize {
+        if let Some(i) = self.nodes.iter().position(|n| n.is_at(host, port)) {
+            return i;
+        }
+        let seed = &self.nodes[0].info;
+        let addr = match seed.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
+        };
+        let info = seed.clone().set_addr(addr);
+        self.nodes.push(Node::new(info));
+        self.nodes.len() - 1
+    }
+}
+
+/// The ranges of a CLUSTER SLOTS reply: (first slot, last slot, master host, master port).
+fn parse_slots(v: &redis::Value) -> Vec<(u16, u16, String, u16)> {
+    let redis::Value::Array(ranges) = v else {
+        return Vec::new();
+    };
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let redis::Value::Array(r) = range else {
+                return None;
+            };
+            let a: u16 = redis::from_redis_value_ref(r.first()?).ok()?;
+            let b: u16 = redis::from_redis_value_ref(r.get(1)?).ok()?;
+            let redis::Value::Array(node) = r.get(2)? else {
+                return None;
+            };
+            let host: String = redis::from_redis_value_ref(node.first()?).ok()?;
+            let port: u16 = redis::from_redis_value_ref(node.get(1)?).ok()?;
+            Some((a, b, host, port))
+        })
+        .collect()
+}
+
+/// The cluster slot of a key: CRC16 (XMODEM) of its hash tag (the first non-empty `{...}`), or
+/// of the whole key, modulo 16384.
+fn slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .map(|close| &rest[..close])
+        })
+        .filter(|t| !t.is_empty());
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(key) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,9 +538,60 @@ mod tests {
         let mut c = Conn::new(t, Duration::from_millis(50));
         let t0 = Instant::now();
         let e = c
-            .call(|c| redis::cmd("PING").query::<String>(c))
+            .call(Route::Any, |c| redis::cmd("PING").query::<String>(c))
             .unwrap_err();
         assert!(t0.elapsed() < Duration::from_millis(500));
         assert_eq!(e.kind(), ErrorKind::Unreachable, "{e}");
+    }
+
+    #[test]
+    fn a_key_slot_is_redis_own() {
+        // CLUSTER KEYSLOT on Redis 7.0: foo 12182, bar 5061, 123456789 12739.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"bar"), 5061);
+        assert_eq!(slot(b"123456789"), 12739);
+    }
+
+    #[test]
+    fn a_hash_tag_decides_the_slot() {
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(slot(b"rl:{ab12}b:ff"), slot(b"rl:{ab12}l:00"));
+        // The first `{` with a `}` after it; an empty tag hashes the whole key.
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+        assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
+    }
+
+    /// A server that accepts connections and never answers: to a client, what a SIGSTOPped
+    /// Redis is (the kernel still completes the handshake).
+    fn silent_server() -> (std::net::TcpListener, u16) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        (l, port)
+    }
+
+    #[test]
+    fn a_silent_cluster_seed_leaves_half_the_budget_to_ask_the_next() {
+        let (_l, port) = silent_server();
+        let seeds = [
+            format!("redis://127.0.0.1:{port}"),
+            "redis://127.0.0.1:1".into(),
+        ];
+        let t = Target::parse("", &seeds).unwrap();
+        let mut c = Conn::new(t, Duration::from_millis(100));
+        let t0 = Instant::now();
+        let e = c
+            .call(Route::Key("k"), |c| {
+                redis::cmd("GET").arg("k").query::<Option<String>>(c)
+            })
+            .unwrap_err();
+        let took = t0.elapsed();
+        // The refusal of the second seed (port 1) is the answer, after half the budget.
+        assert_eq!(e.kind(), ErrorKind::Unreachable, "{e}");
+        assert!(
+            took >= Duration::from_millis(50) && took < Duration::from_millis(100),
+            "{took:?}"
+        );
     }
 }

@@ -26,7 +26,7 @@ use crate::core::subject::BucketKey;
 use crate::core::top::{self, BucketView};
 use crate::opslog::{Event, OpsLog};
 use crate::storage::{Acquired, AcquiredAll, Clock, ErrorKind, Store, StoreError};
-use conn::Conn;
+use conn::{Conn, Route};
 use redis::Script;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -227,16 +227,17 @@ impl RedisStore {
     /// log, and the call is made again (it did nothing).
     fn run<T: redis::FromRedisValue>(
         &mut self,
+        key: &str,
         build: impl Fn(&str) -> redis::ScriptInvocation<'static>,
     ) -> Result<T, StoreError> {
         let now = self.now_arg();
-        let first = self.conn.call(|c| build(&now).invoke(c));
+        let first = self.conn.call(Route::Key(key), |c| build(&now).invoke(c));
         match first {
             Err(e) if matches!(self.time, Time::Server) && refuses_time(&e) => {
                 self.log.note(Event::HostClock, &self.conn.describe());
                 self.time = Time::Host(crate::storage::system_clock());
                 let now = self.now_arg();
-                self.conn.call(|c| build(&now).invoke(c))
+                self.conn.call(Route::Key(key), |c| build(&now).invoke(c))
             }
             other => other,
         }
@@ -250,7 +251,8 @@ impl RedisStore {
         keys: &[String],
         args: &[String],
     ) -> Result<T, StoreError> {
-        self.run(|now| {
+        // A script's keys share one slot (see `tagged`): the first routes it.
+        self.run(keys.first().map_or("", String::as_str), |now| {
             let mut inv = script.prepare_invoke();
             for k in keys {
                 inv.key(k);
@@ -273,7 +275,7 @@ impl RedisStore {
         }
         let key = self.global("counters");
         let named = self.pending.named();
-        let r = self.conn.call(|c| {
+        let r = self.conn.call(Route::Key(&key), |c| {
             let mut inv = scripts().add_counts.prepare_invoke();
             inv.key(&key);
             for (name, n) in named.iter().filter(|(_, n)| *n > 0) {
@@ -343,7 +345,9 @@ impl RedisStore {
         match &self.time {
             Time::Host(c) => Ok(c()),
             Time::Server => {
-                let (s, us): (i64, i64) = self.conn.call(|c| redis::cmd("TIME").query(c))?;
+                let (s, us): (i64, i64) = self
+                    .conn
+                    .call(Route::Any, |c| redis::cmd("TIME").query(c))?;
                 Ok(s * 1000 + us / 1000)
             }
         }
@@ -476,7 +480,7 @@ impl Store for RedisStore {
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
         let bucket = self.bucket_key(key);
-        let (tokens, stamp, now): (Option<u64>, Option<i64>, i64) = self.run(|now| {
+        let (tokens, stamp, now): (Option<u64>, Option<i64>, i64) = self.run(&bucket, |now| {
             let mut inv = scripts().peek.prepare_invoke();
             inv.key(&bucket).arg(now);
             inv
@@ -492,7 +496,7 @@ impl Store for RedisStore {
         for t in leases {
             let zset = self.leases_key(&t.key);
             let id = hex(&t.id.0);
-            let n: u64 = self.run(|now| {
+            let n: u64 = self.run(&zset, |now| {
                 let mut inv = scripts().release.prepare_invoke();
                 inv.key(&zset).arg(now).arg(&id);
                 inv
@@ -505,9 +509,9 @@ impl Store for RedisStore {
 
     fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
         let keys = [self.bucket_key(key), self.leases_key(key)];
-        let n: u64 = self
-            .conn
-            .call(|c| redis::cmd("DEL").arg(&keys[..]).query(c))?;
+        let n: u64 = self.conn.call(Route::Key(&keys[0]), |c| {
+            redis::cmd("DEL").arg(&keys[..]).query(c)
+        })?;
         self.note(&Counters::default(), unwritten);
         Ok(n > 0)
     }
@@ -515,9 +519,10 @@ impl Store for RedisStore {
     fn stats(&mut self) -> Result<Stats, StoreError> {
         let _ = self.flush_pending(true);
         let key = self.global("counters");
-        let stored: std::collections::HashMap<String, u64> = self
-            .conn
-            .call(|c| redis::cmd("HGETALL").arg(&key).query(c))?;
+        let stored: std::collections::HashMap<String, u64> =
+            self.conn.call(Route::Key(&key), |c| {
+                redis::cmd("HGETALL").arg(&key).query(c)
+            })?;
         let mut counters = Counters::default();
         for (name, n) in &stored {
             if let Some(c) = counters.by_name(name) {
@@ -532,9 +537,9 @@ impl Store for RedisStore {
         if !leases.is_empty() {
             let after = format!("({}", self.now_for_read()?);
             for l in &leases {
-                let n: u64 = self
-                    .conn
-                    .call(|c| redis::cmd("ZCOUNT").arg(l).arg(&after).arg("+inf").query(c))?;
+                let n: u64 = self.conn.call(Route::Key(l), |c| {
+                    redis::cmd("ZCOUNT").arg(l).arg(&after).arg("+inf").query(c)
+                })?;
                 live += n;
             }
         }
@@ -552,8 +557,9 @@ impl Store for RedisStore {
         let mut views = Vec::new();
         let after = format!("({}", self.now_for_read()?);
         for name in &buckets {
-            let stored: Option<String> =
-                self.conn.call(|c| redis::cmd("GET").arg(name).query(c))?;
+            let stored: Option<String> = self
+                .conn
+                .call(Route::Key(name), |c| redis::cmd("GET").arg(name).query(c))?;
             let Some([t, s, f, u, a, d, i]) = stored.as_deref().and_then(parse_bucket) else {
                 continue;
             };
@@ -566,7 +572,7 @@ impl Store for RedisStore {
                 continue;
             }
             let leases = name.replacen("}b:", "}l:", 1);
-            let live: u64 = self.conn.call(|c| {
+            let live: u64 = self.conn.call(Route::Key(&leases), |c| {
                 redis::cmd("ZCOUNT")
                     .arg(&leases)
                     .arg(&after)
@@ -594,17 +600,18 @@ impl Store for RedisStore {
         for (key, n) in denials {
             let bucket = self.bucket_key(key);
             let n = n.to_string();
-            self.conn
-                .call(|c| scripts().add_denials.key(&bucket).arg(&n).invoke::<()>(c))?;
+            self.conn.call(Route::Key(&bucket), |c| {
+                scripts().add_denials.key(&bucket).arg(&n).invoke::<()>(c)
+            })?;
         }
         Ok(())
     }
 
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
         let key = self.global("keyring");
-        let (f, p): (Option<String>, Option<String>) = self
-            .conn
-            .call(|c| redis::cmd("HMGET").arg(&key).arg("f").arg("p").query(c))?;
+        let (f, p): (Option<String>, Option<String>) = self.conn.call(Route::Key(&key), |c| {
+            redis::cmd("HMGET").arg(&key).arg("f").arg("p").query(c)
+        })?;
         Ok(f.and_then(|f| unhex16(&f)).map(|fingerprint| KeyRecord {
             fingerprint,
             path: p.unwrap_or_default(),
@@ -619,7 +626,7 @@ impl Store for RedisStore {
         let key = self.global("keyring");
         let expected = expected.map(|f| hex(f)).unwrap_or_default();
         let (fp, path) = (hex(&new.fingerprint), new.path.clone());
-        let n: u64 = self.conn.call(|c| {
+        let n: u64 = self.conn.call(Route::Key(&key), |c| {
             scripts()
                 .record_key
                 .key(&key)
