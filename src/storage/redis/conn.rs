@@ -357,13 +357,15 @@ impl Cluster {
             self.cursor = (at + 1) % self.nodes.len();
         }
         let redirect = match &e {
-            Fault::Redis(r) => r.redirect_node().map(|(h, p)| {
-                (
-                    h.to_string(),
-                    p,
-                    r.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask),
-                )
-            }),
+            // `MOVED <slot> <host>:<port>` (the crate gives the address and the slot).
+            Fault::Redis(r) => r
+                .redirect_node()
+                .and_then(|(addr, _slot)| addr.rsplit_once(':'))
+                .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+                .map(|(h, p)| {
+                    let asking = r.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask);
+                    (h, p, asking)
+                }),
             Fault::OutOfTime => None,
         };
         match redirect {
@@ -569,6 +571,42 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         (l, port)
+    }
+
+    #[test]
+    fn a_moved_reply_is_followed_once_to_the_node_it_names() {
+        let seeds: Vec<String> = std::env::var("RL_REDIS_CLUSTER")
+            .expect("RL_REDIS_CLUSTER is not set: start a cluster with `scripts/redis start cluster DIR` (./run-tests does)")
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        let mut c = Conn::new(Target::parse("", &seeds).unwrap(), Duration::from_secs(2));
+        let get = |c: &mut dyn ConnectionLike| {
+            redis::cmd("GET")
+                .arg("rl-moved-test")
+                .query::<Option<String>>(c)
+        };
+        c.call(Route::Key("rl-moved-test"), get).unwrap();
+        let Servers::Cluster(cl) = &mut c.servers else {
+            unreachable!()
+        };
+        // A stale map: every range sent to the next master.
+        let mut masters: Vec<usize> = cl.slots.iter().map(|r| r.2).collect();
+        masters.sort_unstable();
+        masters.dedup();
+        assert_eq!(masters.len(), 3, "{:?}", cl.slots);
+        for r in &mut cl.slots {
+            let i = masters.iter().position(|&m| m == r.2).unwrap();
+            r.2 = masters[(i + 1) % 3];
+        }
+        c.call(Route::Key("rl-moved-test"), get).unwrap();
+        let Servers::Cluster(cl) = &c.servers else {
+            unreachable!()
+        };
+        assert!(
+            cl.slots.is_empty(),
+            "a redirection makes the map be read again"
+        );
     }
 
     #[test]
