@@ -120,7 +120,8 @@ impl KeyRing {
         if self.checked_at.is_some_and(|t| t.elapsed() < CHECK_EVERY) {
             return Ok(());
         }
-        if self.identity != file_id(&self.path) {
+        let replaced = self.identity != file_id(&self.path);
+        if replaced {
             self.reread(log)?;
         }
         let place = self.path.display().to_string();
@@ -133,7 +134,18 @@ impl KeyRing {
                     "the database's key record keeps changing",
                 ));
             }
-            let recorded = store.key_record()?;
+            let recorded = match store.key_record() {
+                Ok(r) => r,
+                // The key the last check settled with the store, its file unchanged since, stays
+                // in use while the store cannot be asked: on a Cluster the master holding the
+                // record may hang while the others answer, and its subjects only need be
+                // "unavailable". Asked again a check later.
+                Err(e) if e.is_transient() && self.checked_at.is_some() && !replaced => {
+                    self.checked_at = Some(Instant::now());
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            };
             let held = Held {
                 fingerprint: &self.current.fingerprint,
                 path: &place,
@@ -190,5 +202,84 @@ impl KeyRing {
         self.current = key;
         self.identity = identity;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::fake::{Fake, Manual};
+
+    fn ring_in(dir: &Path) -> KeyRing {
+        KeyRing::load(&dir.join("key"), true, None).unwrap()
+    }
+
+    /// Makes the next `check` one that asks the store.
+    fn due(ring: &mut KeyRing) {
+        ring.checked_at = Some(Instant::now() - CHECK_EVERY);
+    }
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn a_settled_key_stays_in_use_while_the_store_cannot_be_asked() {
+        let dir = tmp();
+        let mut ring = ring_in(dir.path());
+        let fake = Fake::new(Manual::at(0).clock());
+        let mut store = fake.boxed();
+        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
+        due(&mut ring);
+        fake.fail(Some(ErrorKind::Timeout));
+        let before = fake.calls();
+        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
+        assert_eq!(fake.calls(), before + 1, "one attempt");
+        // Not asked again before a check's interval.
+        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
+        assert_eq!(fake.calls(), before + 1);
+    }
+
+    #[test]
+    fn a_first_check_the_store_cannot_answer_fails_the_call() {
+        let dir = tmp();
+        let mut ring = ring_in(dir.path());
+        let fake = Fake::new(Manual::at(0).clock());
+        fake.fail(Some(ErrorKind::Timeout));
+        let e = ring
+            .check(fake.boxed().as_mut(), &OpsLog::none())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn a_replaced_key_file_is_not_used_before_the_store_settles_it() {
+        let dir = tmp();
+        let mut ring = ring_in(dir.path());
+        let fake = Fake::new(Manual::at(0).clock());
+        let mut store = fake.boxed();
+        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
+        let other = dir.path().join("other");
+        std::fs::write(&other, (1..=32u8).collect::<Vec<u8>>()).unwrap();
+        std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        std::fs::rename(&other, dir.path().join("key")).unwrap();
+        due(&mut ring);
+        fake.fail(Some(ErrorKind::Timeout));
+        let e = ring.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn a_store_that_is_not_transiently_failing_fails_the_recheck() {
+        let dir = tmp();
+        let mut ring = ring_in(dir.path());
+        let fake = Fake::new(Manual::at(0).clock());
+        let mut store = fake.boxed();
+        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
+        due(&mut ring);
+        fake.fail(Some(ErrorKind::Misconfigured));
+        let e = ring.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
     }
 }
