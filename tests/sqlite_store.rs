@@ -6,6 +6,8 @@ mod conformance;
 use conformance::{ask, key, with_request, Backend, ManualClock, T0};
 use ratelimit::core::counters::Counters;
 use ratelimit::core::decision::Reason;
+use ratelimit::core::decision::Source;
+use ratelimit::storage::denycache::DenyCache;
 use ratelimit::storage::sqlite::SqliteStore;
 use ratelimit::storage::{Clock, ErrorKind, Store};
 use std::path::{Path, PathBuf};
@@ -491,4 +493,63 @@ fn snapshot_denials_go_into_their_bucket_or_once_into_the_totals() {
     assert!(other.top(5).unwrap().is_empty());
     let c = other.stats().unwrap().counters;
     assert_eq!((c.allowed, c.denied_rate), (1, 8));
+}
+
+/// A worker's store as php-fpm opens it: SQLite behind the worker's deny cache.
+fn cached(path: &Path, max_entries: u64, clock: &ManualClock) -> DenyCache {
+    DenyCache::new(Box::new(open(path, max_entries, clock)), clock.clock())
+}
+
+fn decide(s: &mut DenyCache, clock: &ManualClock, t: i64, k: u8) -> (bool, Source) {
+    clock.set(t);
+    let a = s
+        .acquire(&key(k), &ask(1, 60_000, 0), 60_000, &NONE)
+        .unwrap();
+    (a.verdict.allowed, a.verdict.source)
+}
+
+#[test]
+fn a_reset_by_another_process_ends_the_denials_of_every_deny_cache() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let (mut a, mut b) = (cached(&f.path, 100, &clock), cached(&f.path, 100, &clock));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::Store));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::DenyCache));
+    assert!(b.reset(&key(1), &NONE).unwrap());
+    assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
+}
+
+#[test]
+fn an_eviction_by_another_process_ends_the_denials_of_every_deny_cache() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let (mut a, mut b) = (cached(&f.path, 1, &clock), cached(&f.path, 1, &clock));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::Store));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::DenyCache));
+    // A table of one bucket: another subject evicts the first, which is full again.
+    assert_eq!(decide(&mut b, &clock, T0 + 1, 2), (true, Source::Store));
+    assert_eq!(decide(&mut a, &clock, T0 + 2, 1), (true, Source::Store));
+}
+
+#[test]
+fn a_deny_cache_denial_is_counted_once_in_the_totals_and_its_bucket() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut a = cached(&f.path, 100, &clock);
+    decide(&mut a, &clock, T0, 1);
+    decide(&mut a, &clock, T0, 1);
+    for _ in 0..3 {
+        assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::DenyCache));
+    }
+    let counted = |s: &mut dyn Store| {
+        let st = s.stats().unwrap();
+        let top = s.top(1).unwrap();
+        (st.counters.denied_rate, top[0].denied_rate)
+    };
+    assert_eq!(counted(&mut a), (4, 4));
+    a.flush(&NONE).unwrap();
+    let mut b = open(&f.path, 100, &clock);
+    assert_eq!(counted(&mut b), (4, 4));
 }

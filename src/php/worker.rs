@@ -123,12 +123,16 @@ fn open_store(
     log: &Arc<OpsLog>,
 ) -> Result<Box<dyn Store>, Error> {
     Ok(match config.backend {
-        Backend::Sqlite => Box::new(SqliteStore::new(
-            db_path,
-            config.sqlite.busy_timeout_ms,
-            config.sqlite.max_entries,
-            clock,
-            Arc::clone(log),
+        // Repeated denials from the worker's deny cache: an attack costs no read of the file.
+        Backend::Sqlite => Box::new(DenyCache::new(
+            Box::new(SqliteStore::new(
+                db_path,
+                config.sqlite.busy_timeout_ms,
+                config.sqlite.max_entries,
+                clock,
+                Arc::clone(log),
+            )),
+            monotonic_clock(),
         )),
         Backend::Redis => {
             let r = &config.redis;

@@ -8,8 +8,10 @@
 //! makes it exact, never a denial the store would not have given: the store decided at some
 //! `t_d >= t_sent`, when B needed R more ms of refill for C tokens, so it holds fewer than C
 //! (and than any larger cost) until `t_d + R >= t_sent + R`. (Refill is the only way tokens
-//! come back; a reset of B through this wrapper drops its entry; a reset made by another
-//! process is not seen, and B stays denied here until the wait ends, as it was told.)
+//! come back; a reset of B through this wrapper drops its entry. A reset made by another
+//! process is seen through the store's [`RefillEpoch`]: SQLite's moves with every reset and
+//! eviction of the host, and the entries go; Redis does not track one, and B stays denied here
+//! until the wait ends, as it was told.)
 //!
 //! Not cached: `inflight` denials (a release may free a slot at any time), shadow scopes
 //! (`dry_run`: their denials are answered allowed, and so must be counted by the store), calls
@@ -18,7 +20,9 @@
 //! 0, the rest of R as `retry_after_ms`, and is counted as `denied_rate`, passed down in
 //! `unwritten` with the next call and cleared when that succeeds.
 
-use super::{Acquired, AcquiredAll, BucketView, Clock, Counters, Stats, Store, StoreError};
+use super::{
+    Acquired, AcquiredAll, BucketView, Clock, Counters, RefillEpoch, Stats, Store, StoreError,
+};
 use crate::core::breaker::BreakerState;
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Reason, Source, Verdict};
@@ -50,6 +54,8 @@ pub struct DenyCache {
     /// view), and when they last were: at most once a second, at `top` and at the end.
     denied: HashMap<Pseudonym, (BucketKey, u64)>,
     denials_sent: i64,
+    /// The inner store's [`RefillEpoch`] when the entries were made.
+    epoch: RefillEpoch,
 }
 
 /// How often local denials are added to their buckets' counts in the store.
@@ -65,7 +71,20 @@ impl DenyCache {
             held: Counters::default(),
             denied: HashMap::new(),
             denials_sent: 0,
+            epoch: RefillEpoch::Untracked,
         }
+    }
+
+    /// Whether the entries may be used now: the store's epoch is checked first, and entries
+    /// made before a bucket got tokens back other than by refill (another process's reset, an
+    /// eviction, a rebuilt file) are dropped. A store that cannot tell now gets no caching.
+    fn usable(&mut self) -> bool {
+        let now = self.inner.refill_epoch();
+        if now != self.epoch {
+            self.entries.clear();
+            self.epoch = now;
+        }
+        now != RefillEpoch::Unknown
     }
 
     /// Buckets remembered now.
@@ -171,22 +190,23 @@ impl Store for DenyCache {
         unwritten: &Counters,
     ) -> Result<Acquired, StoreError> {
         let sent = (self.clock)();
-        if Self::cacheable(ask) {
+        let cacheable = Self::cacheable(ask) && self.usable();
+        if cacheable {
             if let Some(verdict) = self.lookup(key, ask, sent) {
-                self.held.record(Reason::Rate);
-                self.denied
-                    .entry(key.bucket)
-                    .or_insert((
-                        BucketKey {
-                            previous: None,
-                            ..*key
-                        },
-                        0,
-                    ))
-                    .1 += 1;
-                if self.denied.len() >= MAX_ENTRIES {
-                    self.send_denials(true);
-                    self.denied.clear();
+                let bucket = BucketKey {
+                    previous: None,
+                    ..*key
+                };
+                if self.inner.counts_denials_in_buckets() {
+                    // Counted there alone, at once (it only notes them).
+                    let _ = self.inner.add_denials(&[(bucket, 1)]);
+                } else {
+                    self.held.record(Reason::Rate);
+                    self.denied.entry(key.bucket).or_insert((bucket, 0)).1 += 1;
+                    if self.denied.len() >= MAX_ENTRIES {
+                        self.send_denials(true);
+                        self.denied.clear();
+                    }
                 }
                 return Ok(Acquired {
                     verdict,
@@ -197,7 +217,7 @@ impl Store for DenyCache {
         let carried = self.carried(unwritten);
         let r = self.inner.acquire(key, ask, lease_ttl_ms, &carried);
         let a = self.settle(r)?;
-        if Self::cacheable(ask) {
+        if cacheable {
             self.remember(key, ask, &a.verdict, sent);
         }
         Ok(a)
@@ -273,6 +293,14 @@ impl Store for DenyCache {
         self.inner.breaker()
     }
 
+    fn counts_denials_in_buckets(&self) -> bool {
+        self.inner.counts_denials_in_buckets()
+    }
+
+    fn refill_epoch(&mut self) -> RefillEpoch {
+        self.inner.refill_epoch()
+    }
+
     fn take_openings(&mut self) -> u64 {
         self.inner.take_openings()
     }
@@ -320,6 +348,32 @@ mod tests {
         );
         assert_eq!(d.verdict.retry_after_ms, 1_000);
         d
+    }
+
+    #[test]
+    fn a_moved_refill_epoch_drops_the_remembered_denials() {
+        let mut t = setup();
+        t.store.0.borrow_mut().epoch = Some(RefillEpoch::At(1, 0));
+        denied(&mut t);
+        assert_eq!(acquire(&mut t, &ask(1)).verdict.source, Source::DenyCache);
+        // Another process reset the bucket: its epoch moved.
+        t.store.0.borrow_mut().buckets.clear();
+        t.store.0.borrow_mut().epoch = Some(RefillEpoch::At(1, 1));
+        let a = acquire(&mut t, &ask(1));
+        assert!(a.verdict.allowed, "{:?}", a.verdict);
+        assert_eq!(a.verdict.source, Source::Store);
+    }
+
+    #[test]
+    fn nothing_is_cached_while_the_epoch_is_unknown() {
+        let mut t = setup();
+        t.store.0.borrow_mut().epoch = Some(RefillEpoch::Unknown);
+        denied(&mut t);
+        let calls = t.store.calls();
+        let d = acquire(&mut t, &ask(1));
+        assert_eq!(d.verdict.source, Source::Store);
+        assert_eq!(t.store.calls(), calls + 1);
+        assert!(t.cache.is_empty());
     }
 
     #[test]

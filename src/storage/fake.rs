@@ -4,7 +4,8 @@
 //! while told to.
 
 use super::{
-    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError,
+    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, RefillEpoch, Stats, Store,
+    StoreError,
 };
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask};
@@ -29,6 +30,8 @@ pub struct State {
     pub leases: Vec<(LeaseId, Pseudonym, i64)>,
     next_lease: u8,
     pub key: Option<KeyRecord>,
+    /// What `refill_epoch` answers (None: `Untracked`).
+    pub epoch: Option<RefillEpoch>,
 }
 
 impl State {
@@ -213,6 +216,10 @@ impl Store for Fake {
     fn top(&mut self, _: usize) -> Result<Vec<BucketView>, StoreError> {
         self.step(&Counters::default())?;
         Ok(Vec::new())
+    }
+
+    fn refill_epoch(&mut self) -> RefillEpoch {
+        self.0.borrow().epoch.unwrap_or(RefillEpoch::Untracked)
     }
 
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {

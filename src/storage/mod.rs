@@ -201,6 +201,17 @@ impl std::error::Error for StoreError {
 /// Each method is one atomic step that fixes `now` itself, inside the step. `unwritten` holds
 /// counts the caller could not have written before (a step that failed): a successful step
 /// adds them to the shared counters in the same atomic step, and a failed one writes nothing.
+/// See [`Store::refill_epoch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefillEpoch {
+    /// Not tracked: another process's reset is seen when the cached wait ends (Redis).
+    Untracked,
+    /// Tracked, but not known now (the shared file cannot be used): cache nothing.
+    Unknown,
+    /// Moves whenever a bucket got tokens back other than by refill.
+    At(u64, u64),
+}
+
 pub trait Store {
     /// Expire leases, refill, check, take (tokens and, if asked, a slot).
     ///
@@ -266,6 +277,13 @@ pub trait Store {
     /// have waited long enough, so that a process killed later loses at most its last second.
     fn tick(&mut self) {}
 
+    /// What a deny cache in front of this store must watch to stay exact (see
+    /// [`denycache`]): a store whose buckets can get tokens back other than by refill (a
+    /// reset, an eviction, a rebuilt file) from another process says when.
+    fn refill_epoch(&mut self) -> RefillEpoch {
+        RefillEpoch::Untracked
+    }
+
     /// Writes what the store still holds back (counts it batches), with `unwritten`; called
     /// at process end. A store that writes everything at once has nothing to do.
     fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
@@ -284,6 +302,13 @@ pub trait Store {
     /// file's lock), so a caller counting these counts each opening once per host.
     fn take_openings(&mut self) -> u64 {
         0
+    }
+
+    /// Whether [`Store::add_denials`] is where a deny cache's denials are counted: the store's
+    /// totals are the sums of its buckets' counts (SQLite), so they must not also be handed down
+    /// as `unwritten`, or each would count twice.
+    fn counts_denials_in_buckets(&self) -> bool {
+        false
     }
 
     /// Adds denials of these buckets that were answered without the store (a deny cache's) to

@@ -141,6 +141,8 @@ pub struct Delta {
     /// A time at which a bucket written by this transaction may become drained, when that
     /// may be earlier than the stored drain floor (see evict.rs).
     pub drainable_at: Option<i64>,
+    /// A bucket was deleted other than for being drained (a reset): tokens came back.
+    pub refilled: bool,
 }
 
 impl Delta {

@@ -15,7 +15,8 @@ mod schema;
 mod tx;
 
 use super::{
-    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, Stats, Store, StoreError,
+    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, RefillEpoch, Stats, Store,
+    StoreError,
 };
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::compound;
@@ -77,6 +78,9 @@ pub struct SqliteStore {
     /// The host's write queue (see [`queue`]), opened with the connection. None while it
     /// cannot be opened: then calls wait by polling SQLite's lock, as without it.
     queue: Option<queue::Queue>,
+    /// Connections and queue files opened: with the queue's count of refills, the epoch a
+    /// deny cache watches (a new file starts its count afresh).
+    opened: u64,
     /// When to try opening the queue again after it could not be.
     queue_retry_at: Option<Instant>,
     /// The WAL's length in frames after this connection's last commit (its WAL hook).
@@ -108,6 +112,7 @@ impl SqliteStore {
             flushed_at: Instant::now(),
             admitting: HashSet::new(),
             queue: None,
+            opened: 0,
             queue_retry_at: None,
             wal_frames: Arc::new(AtomicI32::new(0)),
             checkpoint_backoff_until: None,
@@ -149,6 +154,7 @@ impl SqliteStore {
             self.budget.arm_for_open();
             let conn = self.connect()?;
             self.conn = Some(conn);
+            self.opened += 1;
             self.checked_at = Instant::now();
         }
         if self.queue.is_none() && self.queue_retry_at.is_none_or(|t| Instant::now() >= t) {
@@ -165,6 +171,7 @@ impl SqliteStore {
         match queue::Queue::open(&path) {
             Ok(q) => {
                 self.queue = Some(q);
+                self.opened += 1;
                 self.queue_retry_at = None;
             }
             Err(e) => {
@@ -387,6 +394,11 @@ impl SqliteStore {
                 if delta.counters.evicted > unwritten.evicted + self.noted.evicted {
                     self.log
                         .note(Event::TableFull, &self.path.display().to_string());
+                }
+                if delta.counters.evicted > 0 || delta.refilled {
+                    if let Some(q) = &self.queue {
+                        q.refilled();
+                    }
                 }
                 self.noted = Counters::default();
                 self.touched.clear();
@@ -1037,8 +1049,33 @@ impl Store for SqliteStore {
                     .prepare_cached("DELETE FROM leases WHERE key = ?1")?
                     .execute([previous])?;
             }
+            delta.refilled = buckets > 0;
             Ok(buckets > 0 || leases > 0)
         })
+    }
+
+    fn refill_epoch(&mut self) -> RefillEpoch {
+        match &self.queue {
+            Some(q) => RefillEpoch::At(self.opened, q.refills()),
+            None => RefillEpoch::Unknown,
+        }
+    }
+
+    fn counts_denials_in_buckets(&self) -> bool {
+        true
+    }
+
+    /// A deny cache's denials, counted as those from snapshots are: into the buckets' rows with
+    /// their recency, by this process's next write (or within a second, or at its end).
+    fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError> {
+        let used_at = evict::used_at((self.clock)());
+        for (key, n) in denials {
+            let touch = self.touched.entry(key.bucket).or_default();
+            touch.denied_rate += n;
+            touch.used_at = touch.used_at.max(used_at);
+        }
+        self.flush_if_due();
+        Ok(())
     }
 
     fn stats(&mut self) -> Result<Stats, StoreError> {

@@ -50,6 +50,10 @@ struct Shared {
     /// moves (it was passed over) from one that is stuck.
     turns: AtomicU64,
     mutex: UnsafeCell<libc::pthread_mutex_t>,
+    /// Bumped after every commit that gave a bucket tokens back other than by refill (a reset,
+    /// an eviction): each process's deny cache forgets its denials when it moves. Last, so
+    /// that a file made by an older build (shorter, extended with zeros) keeps its layout.
+    refills: AtomicU64,
 }
 
 /// How the file is named in errors.
@@ -164,6 +168,16 @@ impl Queue {
                 None
             }
         }
+    }
+
+    /// The count of commits that gave tokens back other than by refill (see `Shared`).
+    pub fn refills(&self) -> u64 {
+        self.shared().refills.load(Ordering::Acquire)
+    }
+
+    /// Says that a commit just gave a bucket tokens back other than by refill.
+    pub fn refilled(&self) {
+        self.shared().refills.fetch_add(1, Ordering::Release);
     }
 
     fn shared(&self) -> &Shared {
