@@ -196,11 +196,6 @@ impl std::error::Error for StoreError {
     }
 }
 
-/// Storage for buckets and leases, shared by every worker of a host (or of a site).
-///
-/// Each method is one atomic step that fixes `now` itself, inside the step. `unwritten` holds
-/// counts the caller could not have written before (a step that failed): a successful step
-/// adds them to the shared counters in the same atomic step, and a failed one writes nothing.
 /// See [`Store::refill_epoch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefillEpoch {
@@ -212,6 +207,11 @@ pub enum RefillEpoch {
     At(u64, u64),
 }
 
+/// Storage for buckets and leases, shared by every worker of a host (or of a site).
+///
+/// Each method is one atomic step that fixes `now` itself, inside the step. `unwritten` holds
+/// counts the caller could not have written before (a step that failed): a successful step
+/// adds them to the shared counters in the same atomic step, and a failed one writes nothing.
 pub trait Store {
     /// Expire leases, refill, check, take (tokens and, if asked, a slot).
     ///
