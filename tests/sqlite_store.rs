@@ -553,3 +553,43 @@ fn a_deny_cache_denial_is_counted_once_in_the_totals_and_its_bucket() {
     let mut b = open(&f.path, 100, &clock);
     assert_eq!(counted(&mut b), (4, 4));
 }
+
+#[test]
+fn workers_hammering_a_subject_at_its_limit_admit_exactly_the_limit() {
+    // Six workers (each its own connection and deny cache, as six php-fpm workers), no refill
+    // (the clock stands still): denials come from snapshots and from the caches.
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let sources: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..6)
+            .map(|_| {
+                let (path, clock) = (f.path.clone(), clock.clone());
+                s.spawn(move || {
+                    let mut w = DenyCache::new(
+                        Box::new(SqliteStore::open(&path, 5_000, 1_000, clock.clock()).unwrap()),
+                        clock.clock(),
+                    );
+                    let (mut admitted, mut from_store, mut from_cache) = (0, 0, 0);
+                    for _ in 0..500 {
+                        let a = w
+                            .acquire(&key(1), &ask(100, 3_600_000, 0), 60_000, &NONE)
+                            .unwrap();
+                        match (a.verdict.allowed, a.verdict.source) {
+                            (true, _) => admitted += 1,
+                            (false, Source::DenyCache) => from_cache += 1,
+                            (false, _) => from_store += 1,
+                        }
+                    }
+                    (admitted, from_store, from_cache)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let admitted: u64 = sources.iter().map(|s| s.0).sum();
+    assert_eq!(admitted, 100, "{sources:?}");
+    assert!(
+        sources.iter().all(|s| s.2 > 0),
+        "every worker denied from its cache: {sources:?}"
+    );
+}
