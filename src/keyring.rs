@@ -210,76 +210,81 @@ mod tests {
     use super::*;
     use crate::storage::fake::{Fake, Manual};
 
-    fn ring_in(dir: &Path) -> KeyRing {
-        KeyRing::load(&dir.join("key"), true, None).unwrap()
+    /// A ring whose key file is in a directory of its own, and a fake store to check it with.
+    struct Setup {
+        dir: tempfile::TempDir,
+        ring: KeyRing,
+        fake: Fake,
+        store: Box<dyn Store>,
     }
 
-    /// Makes the next `check` one that asks the store.
-    fn due(ring: &mut KeyRing) {
-        ring.checked_at = Some(Instant::now() - CHECK_EVERY);
-    }
+    impl Setup {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let ring = KeyRing::load(&dir.path().join("key"), true, None).unwrap();
+            let fake = Fake::new(Manual::at(0).clock());
+            let store = fake.boxed();
+            Setup {
+                dir,
+                ring,
+                fake,
+                store,
+            }
+        }
 
-    fn tmp() -> tempfile::TempDir {
-        tempfile::tempdir().unwrap()
+        /// After a first check that settled the key.
+        fn settled() -> Self {
+            let mut t = Self::new();
+            t.check().unwrap();
+            t
+        }
+
+        fn check(&mut self) -> Result<(), StoreError> {
+            self.ring.check(self.store.as_mut(), &OpsLog::none())
+        }
+
+        /// The next check asks the store, which fails with `kind`.
+        fn recheck_failing(&mut self, kind: ErrorKind) -> Result<(), StoreError> {
+            self.ring.checked_at = Some(Instant::now() - CHECK_EVERY);
+            self.fake.fail(Some(kind));
+            self.check()
+        }
     }
 
     #[test]
     fn a_settled_key_stays_in_use_while_the_store_cannot_be_asked() {
-        let dir = tmp();
-        let mut ring = ring_in(dir.path());
-        let fake = Fake::new(Manual::at(0).clock());
-        let mut store = fake.boxed();
-        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
-        due(&mut ring);
-        fake.fail(Some(ErrorKind::Timeout));
-        let before = fake.calls();
-        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
-        assert_eq!(fake.calls(), before + 1, "one attempt");
+        let mut t = Setup::settled();
+        let before = t.fake.calls();
+        t.recheck_failing(ErrorKind::Timeout).unwrap();
+        assert_eq!(t.fake.calls(), before + 1, "one attempt");
         // Not asked again before a check's interval.
-        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
-        assert_eq!(fake.calls(), before + 1);
+        t.check().unwrap();
+        assert_eq!(t.fake.calls(), before + 1);
     }
 
     #[test]
     fn a_first_check_the_store_cannot_answer_fails_the_call() {
-        let dir = tmp();
-        let mut ring = ring_in(dir.path());
-        let fake = Fake::new(Manual::at(0).clock());
-        fake.fail(Some(ErrorKind::Timeout));
-        let e = ring
-            .check(fake.boxed().as_mut(), &OpsLog::none())
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Timeout);
+        let mut t = Setup::new();
+        t.fake.fail(Some(ErrorKind::Timeout));
+        assert_eq!(t.check().unwrap_err().kind(), ErrorKind::Timeout);
     }
 
     #[test]
     fn a_replaced_key_file_is_not_used_before_the_store_settles_it() {
-        let dir = tmp();
-        let mut ring = ring_in(dir.path());
-        let fake = Fake::new(Manual::at(0).clock());
-        let mut store = fake.boxed();
-        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
-        let other = dir.path().join("other");
+        let mut t = Setup::settled();
+        let other = t.dir.path().join("other");
         std::fs::write(&other, (1..=32u8).collect::<Vec<u8>>()).unwrap();
         std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o600))
             .unwrap();
-        std::fs::rename(&other, dir.path().join("key")).unwrap();
-        due(&mut ring);
-        fake.fail(Some(ErrorKind::Timeout));
-        let e = ring.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        std::fs::rename(&other, t.dir.path().join("key")).unwrap();
+        let e = t.recheck_failing(ErrorKind::Timeout).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Timeout);
     }
 
     #[test]
     fn a_store_that_is_not_transiently_failing_fails_the_recheck() {
-        let dir = tmp();
-        let mut ring = ring_in(dir.path());
-        let fake = Fake::new(Manual::at(0).clock());
-        let mut store = fake.boxed();
-        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
-        due(&mut ring);
-        fake.fail(Some(ErrorKind::Misconfigured));
-        let e = ring.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        let mut t = Setup::settled();
+        let e = t.recheck_failing(ErrorKind::Misconfigured).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Misconfigured);
     }
 }

@@ -261,7 +261,7 @@ fn a_silent_first_seed_of_a_cluster_leaves_time_to_ask_the_next() {
     let settings = RedisSettings {
         target: Target::parse("", &seeds).unwrap(),
         prefix: fresh_prefix(),
-        timeout_ms: 200,
+        timeout_ms: 1_000,
         flush_ms: 1_000,
     };
     let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
@@ -273,7 +273,7 @@ fn a_silent_first_seed_of_a_cluster_leaves_time_to_ask_the_next() {
     assert!(a.verdict.allowed, "{a:?}");
     // Half the budget on the silent seed, then the next answers.
     assert!(
-        took.as_millis() >= 100 && took.as_millis() < 200,
+        took.as_millis() >= 500 && took.as_millis() < 1_000,
         "{took:?}"
     );
 }
@@ -285,7 +285,7 @@ fn a_silent_cluster_costs_each_call_at_most_its_budget() {
     let settings = RedisSettings {
         target: Target::parse("", &[url]).unwrap(),
         prefix: fresh_prefix(),
-        timeout_ms: 50,
+        timeout_ms: 200,
         flush_ms: 1_000,
     };
     let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
@@ -296,7 +296,10 @@ fn a_silent_cluster_costs_each_call_at_most_its_budget() {
             .unwrap_err();
         let took = t0.elapsed();
         assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-        assert!(took.as_millis() >= 50 && took.as_millis() < 150, "{took:?}");
+        assert!(
+            took.as_millis() >= 200 && took.as_millis() < 600,
+            "{took:?}"
+        );
     }
 }
 

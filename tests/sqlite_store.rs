@@ -560,15 +560,30 @@ fn workers_hammering_a_subject_at_its_limit_admit_exactly_the_limit() {
     // (the clock stands still): denials come from snapshots and from the caches.
     let f = SqliteFile::new();
     let clock = ManualClock::at(T0);
+    // Opened one at a time (a call on another subject opens the file and the write queue): six
+    // openers at once on a loaded machine could wait out the queue file's lock, and a worker
+    // without a queue caches nothing. Then all start together.
+    let opening = std::sync::Mutex::new(());
+    let start = std::sync::Barrier::new(6);
     let sources: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..6)
             .map(|_| {
-                let (path, clock) = (f.path.clone(), clock.clone());
+                let (path, clock, opening, start) =
+                    (f.path.clone(), clock.clone(), &opening, &start);
                 s.spawn(move || {
-                    let mut w = DenyCache::new(
-                        Box::new(SqliteStore::open(&path, 5_000, 1_000, clock.clock()).unwrap()),
-                        clock.clock(),
-                    );
+                    let mut w = {
+                        let _one = opening.lock().unwrap();
+                        let mut w = DenyCache::new(
+                            Box::new(
+                                SqliteStore::open(&path, 5_000, 1_000, clock.clock()).unwrap(),
+                            ),
+                            clock.clock(),
+                        );
+                        w.acquire(&key(2), &ask(100, 3_600_000, 0), 60_000, &NONE)
+                            .unwrap();
+                        w
+                    };
+                    start.wait();
                     let (mut admitted, mut from_store, mut from_cache) = (0, 0, 0);
                     for _ in 0..500 {
                         let a = w

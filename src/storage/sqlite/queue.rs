@@ -68,9 +68,9 @@ unsafe extern "C" {
     ) -> libc::c_int;
 }
 
-// SAFETY: a u64 atomic, a u64 atomic and a pthread mutex: any bytes are a valid value (a
-// mutex that is not one is refused by its calls, and is initialised when the magic is wrong),
-// and the mutex is only ever touched through the pthread calls made for shared use.
+// SAFETY: u64 atomics and a pthread mutex: any bytes are a valid value (a mutex that is not
+// one is refused by its calls, and is initialised when the magic is wrong), and the mutex is
+// only ever touched through the pthread calls made for shared use.
 unsafe impl SharedLayout for Shared {}
 
 /// One process's mapping of the host's queue.
