@@ -1,5 +1,5 @@
 --TEST--
-ratelimit.dry_run: a shadow scope computes and charges every decision as for real, answers allowed with the real reason and dryRun, no lease and no Retry-After for a would-be denial, counts exactly the would-be denials; other scopes are real; "*" covers every scope; an invalid value warns and keeps the default
+ratelimit.dry_run: a shadow scope computes and charges every decision as for real, answers allowed with the real reason and dryRun, no lease and no Retry-After for a would-be denial, counts exactly the would-be denials; other scopes are real; "*" covers every scope; an invalid value warns at startup and every call throws naming the directive
 --EXTENSIONS--
 ratelimit
 --INI--
@@ -33,11 +33,14 @@ $r = rl_run(['ratelimit.dry_run' => '*'], '$d = ratelimit_acquire("c", 1, 60); e
 echo trim($r['out']), "\n";
 rl_pause(1.1);
 echo "dry_run_denied=", ratelimit_stats()['dry_run_denied'], "\n";
-echo "-- invalid values warn and keep the default (off)\n";
+echo "-- invalid values warn, and every call throws naming the directive\n";
 foreach (['api,', 'a b', '!x'] as $bad) {
-    $r = rl_run(['ratelimit.dry_run' => $bad, 'display_startup_errors' => '1', 'error_log' => ''], 'echo ini_get("ratelimit.dry_run") === "" ? "default" : "taken", " ", ratelimit_acquire("c", 1, 60)->allowed ? "allowed" : "denied", "\n";');
+    $r = rl_run(['ratelimit.dry_run' => $bad, 'display_startup_errors' => '1', 'error_log' => ''],
+        'try { ratelimit_acquire("c", 1, 60); echo "decided\n"; } catch (RateLimit\Exception $e) { echo "threw: ", $e->getMessage(), "\n"; }');
     $warned = str_contains($r['out'] . $r['err'], 'Invalid value') && str_contains($r['out'] . $r['err'], 'ratelimit.dry_run');
-    echo var_export($bad, true), ": warned=", var_export($warned, true), " ", trim(preg_replace('/^.*Invalid value.*\n?/m', '', $r['out'])), "\n";
+    preg_match('/^threw: (.*)$/m', $r['out'], $m);
+    echo var_export($bad, true), ": warned=", var_export($warned, true), " threw naming it: ",
+        var_export(str_contains($m[1] ?? '', 'ratelimit.dry_run (expected'), true), "\n";
 }
 ?>
 --CLEAN--
@@ -62,7 +65,7 @@ allowed=4 denied_rate=3 denied_inflight=1 dry_run_denied=3 live_leases=1
 -- another process counts in the same file; * covers every scope
 rate true true
 dry_run_denied=4
--- invalid values warn and keep the default (off)
-'api,': warned=true default denied
-'a b': warned=true default denied
-'!x': warned=true default denied
+-- invalid values warn, and every call throws naming the directive
+'api,': warned=true threw naming it: true
+'a b': warned=true threw naming it: true
+'!x': warned=true threw naming it: true

@@ -1,5 +1,7 @@
-//! The `ratelimit.*` php.ini directives: names, defaults, and parsing. A value that does not
-//! parse is refused (the PHP glue warns, naming the directive) and the previous value stays.
+//! The `ratelimit.*` php.ini directives: names, defaults, and parsing. A value that cannot work
+//! (it does not parse, is out of range, or is a relative path) is never replaced by a guess: the
+//! directive is marked broken ([`Config::apply`]), the PHP glue warns at startup naming it, and
+//! every call fails with an error naming it until it is fixed ([`Config::broken_error`]).
 
 use super::bucket::{Policy, MAX_LIMIT};
 use std::ffi::CStr;
@@ -28,11 +30,11 @@ const fn directive(
 /// The directives every backend reads.
 pub const SHARED: [Directive; 10] = [
     directive(c"ratelimit.key_file", c"", |c, v| {
-        c.key_file = v.to_string();
+        c.key_file = absolute(v)?;
         Ok(())
     }),
     directive(c"ratelimit.key_file_previous", c"", |c, v| {
-        c.key_file_previous = v.to_string();
+        c.key_file_previous = absolute(v)?;
         Ok(())
     }),
     directive(c"ratelimit.limit", c"60", |c, v| {
@@ -132,7 +134,7 @@ impl DryRun {
 /// The directives of the SQLite backend.
 pub const SQLITE: [Directive; 3] = [
     directive(c"ratelimit.db_path", c"", |c, v| {
-        c.sqlite.db_path = v.to_string();
+        c.sqlite.db_path = absolute(v)?;
         Ok(())
     }),
     directive(c"ratelimit.busy_timeout_ms", c"100", |c, v| {
@@ -213,6 +215,32 @@ pub const REDIS: [Directive; 9] = [
         Ok(())
     }),
 ];
+
+/// A path every process resolves alike: absolute, or empty for the default. A relative path
+/// would be resolved against each process's working directory, giving processes of one host
+/// different files, and so one limit split in as many.
+fn absolute(v: &str) -> Result<String, Invalid> {
+    if v.is_empty() || v.starts_with('/') {
+        Ok(v.to_string())
+    } else {
+        Err(Invalid(
+            "expected an absolute path (or empty for the default)",
+        ))
+    }
+}
+
+/// `value` as it may be shown in a warning or an error: a URL's user and password (of each
+/// URL of a comma-separated list) replaced by `***`.
+pub fn shown(value: &str) -> String {
+    value
+        .split(',')
+        .map(|u| match (u.find("://"), u.rfind('@')) {
+            (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
+            _ => u.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// A Redis address as `redis://`, `rediss://` (TLS) or `unix://` (or `redis+unix://`); the
 /// connection checks the rest when it first connects.
@@ -301,6 +329,8 @@ pub struct Config {
     pub backend: Backend,
     pub sqlite: SqliteConfig,
     pub redis: RedisConfig,
+    /// Directives set to a value that cannot work, with why (see [`Config::apply`]).
+    pub broken: Vec<(String, &'static str)>,
 }
 
 /// What only the SQLite backend reads.
@@ -359,6 +389,35 @@ impl Config {
             .find(|d| d.name.to_bytes() == name.as_bytes())
             .ok_or(Invalid("unknown directive"))?;
         (d.set)(self, value)
+    }
+
+    /// Sets one directive as php.ini does: a value that cannot work marks the directive broken
+    /// (no other value stands in for it, not even the default: a mistyped path or address must
+    /// not quietly become another), a good one mends it. Returns why a value was refused.
+    pub fn apply(&mut self, name: &str, value: &str) -> Result<(), Invalid> {
+        self.broken.retain(|(n, _)| n != name);
+        let set = self.set(name, value);
+        if let Err(why) = &set {
+            self.broken.push((name.to_string(), why.0));
+        }
+        set
+    }
+
+    /// The error every call gets while a directive is broken: names each, never its value
+    /// (a Redis URL may hold a password).
+    pub fn broken_error(&self) -> Option<String> {
+        if self.broken.is_empty() {
+            return None;
+        }
+        let each: Vec<String> = self
+            .broken
+            .iter()
+            .map(|(n, why)| format!("{n} ({why})"))
+            .collect();
+        Some(format!(
+            "invalid php.ini value for {}: no decision is made until it is fixed",
+            each.join(", ")
+        ))
     }
 
     /// The per-user directory of the default database and key: `<temp_dir>/php-ratelimit-<euid>`
@@ -518,6 +577,57 @@ mod tests {
         assert_eq!(c.backend, Backend::Redis);
         assert_eq!(c.redis.cluster.len(), 2);
         assert_eq!(c.redis.fallback, Fallback::Local);
+    }
+
+    #[test]
+    fn paths_must_be_absolute() {
+        let mut c = Config::defaults();
+        for name in [
+            "ratelimit.db_path",
+            "ratelimit.key_file",
+            "ratelimit.key_file_previous",
+        ] {
+            for bad in ["rl.sqlite", "./rl.sqlite", "var/lib/rl", " /x"] {
+                assert!(c.set(name, bad).is_err(), "{name}={bad:?}");
+            }
+            c.set(name, "/var/lib/rl/x").unwrap();
+            c.set(name, "").unwrap();
+        }
+    }
+
+    #[test]
+    fn a_value_that_cannot_work_breaks_its_directive_until_mended() {
+        let mut c = Config::defaults();
+        assert_eq!(c.broken_error(), None);
+        assert!(c.apply("ratelimit.db_path", "rl.sqlite").is_err());
+        assert!(c.apply("ratelimit.limit", "abc").is_err());
+        let e = c.broken_error().unwrap();
+        assert!(
+            e.contains("ratelimit.db_path (expected an absolute path"),
+            "{e}"
+        );
+        assert!(e.contains("ratelimit.limit (expected an integer"), "{e}");
+        assert!(
+            !e.contains("rl.sqlite") && !e.contains("abc"),
+            "no value: {e}"
+        );
+        c.apply("ratelimit.db_path", "/var/lib/rl.sqlite").unwrap();
+        c.apply("ratelimit.limit", "5").unwrap();
+        assert_eq!(c.broken_error(), None);
+        assert_eq!(
+            (c.sqlite.db_path.as_str(), c.limit),
+            ("/var/lib/rl.sqlite", 5)
+        );
+    }
+
+    #[test]
+    fn a_shown_url_hides_its_credentials() {
+        assert_eq!(
+            shown("redis://u:secret@h:1/0,rediss://:pw@k:2"),
+            "redis://***@h:1/0,rediss://***@k:2"
+        );
+        assert_eq!(shown("redis://h:1/0"), "redis://h:1/0");
+        assert_eq!(shown("rl.sqlite"), "rl.sqlite");
     }
 
     #[test]

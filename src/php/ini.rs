@@ -5,7 +5,7 @@
 //! set: php.ini, `-d`, or an FPM pool's `php_admin_value` (applied in each child after fork).
 //! Reading the configuration on the hot path is then a lock and a clone, not an ini scan.
 
-use crate::core::config::{Config, Directive, REDIS, SHARED, SQLITE};
+use crate::core::config::{shown, Config, Directive, REDIS, SHARED, SQLITE};
 use ext_php_rs::ffi::{php_error_docref, zend_ini_entry, zend_string, E_WARNING};
 use ext_php_rs::flags::IniEntryPermission;
 use ext_php_rs::types::ZendStr;
@@ -67,8 +67,12 @@ fn zstr(s: *mut zend_string) -> Option<String> {
     Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
 }
 
-/// Parses and stores a new value; a value that does not parse is refused with a warning
-/// naming the directive, and PHP keeps the previous one.
+/// Parses and stores a new value. A value that cannot work is taken as written and marks its
+/// directive broken (see [`Config::apply`]): a startup warning names it, and every call throws
+/// until it is fixed; no other value (not even the default) stands in for it. Taking it (not
+/// failing the ini entry) keeps the bad value in force everywhere PHP re-applies it, e.g. at a
+/// ZTS thread's start. A value equal to the one in force keeps the same `Arc`, so that nothing
+/// that compares configurations by pointer reopens.
 unsafe extern "C" fn on_modify(
     entry: *mut zend_ini_entry,
     new_value: *mut zend_string,
@@ -86,19 +90,17 @@ unsafe extern "C" fn on_modify(
         let value = zstr(new_value).unwrap_or_default();
         let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
         let mut config = guard.as_deref().cloned().unwrap_or_else(Config::defaults);
-        match config.set(&name, &value) {
-            Ok(()) => {
-                *guard = Some(Arc::new(config));
-                0
-            }
-            Err(why) => {
-                warn(&format!(
-                    "Invalid value {value:?} for {name} ({}); the previous value stays",
-                    why.0
-                ));
-                -1
-            }
+        if let Err(why) = config.apply(&name, &value) {
+            warn(&format!(
+                "Invalid value {:?} for {name} ({}); every ratelimit call throws until it is fixed",
+                shown(&value),
+                why.0
+            ));
         }
+        if guard.as_deref() != Some(&config) {
+            *guard = Some(Arc::new(config));
+        }
+        0
     })
     .unwrap_or(-1)
 }

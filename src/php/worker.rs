@@ -64,6 +64,9 @@ pub fn with<T>(
     config: &Arc<Config>,
     f: impl FnOnce(&mut Limiter) -> Result<T, Error>,
 ) -> Result<T, Error> {
+    if let Some(why) = config.broken_error() {
+        return Err(Error::Store(StoreError::new(ErrorKind::Misconfigured, why)));
+    }
     WORKER.with(|cell| {
         let mut slot = cell.borrow_mut();
         let stale = slot
