@@ -5,7 +5,7 @@
 //! the host decides with the new key, and two configurations with different keys on one store
 //! are an error instead of a silent split. Nothing here runs per call but a clock read.
 
-use crate::core::keyswitch::{self, Action, Fingerprint, Held, KeyRecord};
+use crate::core::keyswitch::{self, Action, Conflict, Fingerprint, Held, KeyRecord};
 use crate::core::subject::{fingerprint, BucketKey, Pseudonym, Pseudonymizer};
 use crate::keyfile::{self, KeyError};
 use crate::opslog::{Event, OpsLog};
@@ -24,6 +24,8 @@ struct FileId {
     ino: u64,
     size: u64,
     mtime_ns: i128,
+    /// When the file at the path last changed in any way (a rename in included), ms.
+    ctime_ms: i64,
 }
 
 fn file_id(path: &Path) -> Option<FileId> {
@@ -33,7 +35,28 @@ fn file_id(path: &Path) -> Option<FileId> {
         ino: m.ino(),
         size: m.size(),
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ctime_ms: m.ctime().saturating_mul(1_000) + m.ctime_nsec() / 1_000_000,
     })
+}
+
+/// Wall-clock milliseconds: the time a key was first recorded, as the key file's ctime is.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(i64::MAX as u128) as i64)
+}
+
+/// This host's name (its UTS namespace's: a container's own), which tells apart two hosts
+/// or containers whose key files share a path.
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into a buffer we own.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 struct Key {
@@ -58,6 +81,11 @@ pub struct KeyRing {
     identity: Option<FileId>,
     previous: Option<(PathBuf, Key)>,
     checked_at: Option<Instant>,
+    host: String,
+    /// When the key held was first recorded, once settled with the store (see keyswitch).
+    settled_since: Option<i64>,
+    /// The key held before this process saw its key file change, until the new one is settled.
+    replaced: Option<Fingerprint>,
 }
 
 fn key_error(e: KeyError) -> StoreError {
@@ -83,6 +111,9 @@ impl KeyRing {
             identity,
             previous,
             checked_at: None,
+            host: host_name(),
+            settled_since: None,
+            replaced: None,
         })
     }
 
@@ -95,6 +126,9 @@ impl KeyRing {
             identity: None,
             previous: None,
             checked_at: Some(Instant::now() + Duration::from_secs(1 << 30)),
+            host: String::new(),
+            settled_since: None,
+            replaced: None,
         }
     }
 
@@ -149,39 +183,51 @@ impl KeyRing {
             let held = Held {
                 fingerprint: &self.current.fingerprint,
                 path: &place,
+                host: &self.host,
                 previous: self.previous.as_ref().map(|(_, k)| &k.fingerprint),
+                replaced: self.replaced.as_ref(),
+                settled_since: self.settled_since,
+                file_changed_ms: self.identity.map(|f| f.ctime_ms),
                 reread,
             };
-            match keyswitch::resolve(held, recorded.as_ref()) {
-                Action::Keep => break,
+            match keyswitch::resolve(held, recorded.as_ref(), now_ms()) {
+                Action::Keep => {
+                    let since = recorded.map_or(0, |r| r.since_ms);
+                    self.settled_since = Some(since);
+                    self.replaced = None;
+                    break;
+                }
                 Action::Reread => {
                     self.reread(log)?;
                     reread = true;
                 }
-                Action::Record => {
+                Action::Record { previous, since_ms } => {
                     let new = KeyRecord {
                         fingerprint: self.current.fingerprint,
                         path: place.clone(),
+                        host: self.host.clone(),
+                        previous,
+                        since_ms,
                     };
                     let expected = recorded.as_ref().map(|r| r.fingerprint);
                     if store.record_key(&new, expected.as_ref())? {
-                        if recorded.is_some() {
-                            log.note(Event::KeyChanged, &place);
+                        match (&recorded, previous, self.settled_since) {
+                            (Some(_), Some(_), _) => log.note(Event::KeyChanged, &place),
+                            // Recorded again: the store had lost it, or held a younger key.
+                            (_, None, Some(_)) => log.note(Event::KeyRestored, &place),
+                            _ => {}
                         }
+                        self.settled_since = Some(since_ms);
+                        self.replaced = None;
                         break;
                     }
                     // Someone recorded another key meanwhile: look again.
                 }
-                Action::Conflict => {
-                    let other = recorded.map(|r| r.path).unwrap_or_default();
+                Action::Conflict(c) => {
+                    let rec = recorded.expect("a conflict is with a recorded key");
                     return Err(StoreError::new(
                         ErrorKind::Misconfigured,
-                        format!(
-                            "key file {place} does not hold the key this database's limits are kept under, \
-                             recorded by key file {other}: two configurations with different keys share one \
-                             database; give them the same key file (or ratelimit.key_file_previous for a \
-                             rotation), or separate databases"
-                        ),
+                        conflict_text(c, &place, &self.host, &self.current.fingerprint, &rec),
                     ));
                 }
             }
@@ -198,10 +244,44 @@ impl KeyRing {
         let key = Key::new(&keyfile::load(&self.path, self.create).map_err(key_error)?);
         if key.fingerprint != self.current.fingerprint {
             log.note(Event::KeyChanged, &self.path.display().to_string());
+            // The key held until now is what the new one replaces (see keyswitch), and the new
+            // one is not settled with the store yet.
+            if self.replaced.is_none() {
+                self.replaced = Some(self.current.fingerprint);
+            }
+            self.settled_since = None;
         }
         self.current = key;
         self.identity = identity;
         Ok(())
+    }
+}
+
+/// Why a key on record is refused, naming both key files and hosts and both keys' fingerprints
+/// (never a key, nor a subject), and what the operator can do.
+fn conflict_text(
+    c: Conflict,
+    place: &str,
+    host: &str,
+    ours: &Fingerprint,
+    rec: &KeyRecord,
+) -> String {
+    let (theirs, mine) = (keyswitch::short(&rec.fingerprint), keyswitch::short(ours));
+    let recorded = format!(
+        "key {theirs} of key file {} on host {:?}",
+        rec.path, rec.host
+    );
+    match c {
+        Conflict::Superseded => format!(
+            "key file {place} on host {host:?} holds key {mine}, which {recorded} replaced: \
+             give this host the new key (the same key on every host and container)"
+        ),
+        Conflict::Foreign => format!(
+            "key file {place} on host {host:?} holds key {mine}, but this store's limits are kept \
+             under {recorded}: two configurations with different keys share one store (also at \
+             one path, on two hosts or containers); give them the same key, \
+             ratelimit.key_file_previous for a rotation, or separate stores"
+        ),
     }
 }
 
@@ -249,6 +329,125 @@ mod tests {
             self.fake.fail(Some(kind));
             self.check()
         }
+    }
+
+    /// Writes a new random key over `path` (a rename, as a rotation tool does).
+    fn replace_key(path: &Path) {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, rand::random::<[u8; 32]>()).unwrap();
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    /// Another process's ring on the same store, of `host`, with its own key file at `path`.
+    fn other_ring(path: &Path, host: &str) -> KeyRing {
+        let mut r = KeyRing::load(path, true, None).unwrap();
+        r.host = host.into();
+        r
+    }
+
+    fn due(ring: &mut KeyRing) {
+        ring.checked_at = Some(Instant::now() - CHECK_EVERY);
+    }
+
+    #[test]
+    fn another_host_with_another_key_at_the_same_path_is_refused() {
+        let mut t = Setup::settled();
+        // Another container: the same path in its own file system, a key of its own.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let its_path = elsewhere.path().join("key");
+        let mut other = other_ring(&its_path, "container-2");
+        // Both at one path: the record names the other's path (one file system cannot).
+        t.fake.0.borrow_mut().key.as_mut().unwrap().path = its_path.display().to_string();
+        let mut store = t.fake.boxed();
+        let e = other.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
+        assert!(e.what().contains("container-2"), "{}", e.what());
+        // The first keeps its key: nothing was recorded over it.
+        due(&mut t.ring);
+        t.check().unwrap();
+        assert_eq!(
+            t.fake.0.borrow().key.as_ref().unwrap().fingerprint,
+            t.ring.current.fingerprint
+        );
+    }
+
+    #[test]
+    fn a_key_file_this_process_saw_replaced_is_recorded_as_replacing_the_old() {
+        let mut t = Setup::settled();
+        let old = t.ring.current.fingerprint;
+        replace_key(&t.dir.path().join("key"));
+        due(&mut t.ring);
+        t.check().unwrap();
+        let rec = t.fake.0.borrow().key.clone().unwrap();
+        assert_eq!(
+            (rec.fingerprint, rec.previous),
+            (t.ring.current.fingerprint, Some(old))
+        );
+    }
+
+    #[test]
+    fn a_process_started_after_its_hosts_key_file_was_replaced_records_the_new_key() {
+        let mut t = Setup::settled();
+        std::thread::sleep(Duration::from_millis(20));
+        replace_key(&t.dir.path().join("key"));
+        // A respawned worker, which never held the old key.
+        let mut fresh = KeyRing::load(&t.dir.path().join("key"), true, None).unwrap();
+        fresh.host = t.ring.host.clone();
+        let mut store = t.fake.boxed();
+        fresh.check(store.as_mut(), &OpsLog::none()).unwrap();
+        // The old process, told its key was replaced, reads its file again and agrees.
+        due(&mut t.ring);
+        t.check().unwrap();
+        assert_eq!(t.ring.current.fingerprint, fresh.current.fingerprint);
+    }
+
+    #[test]
+    fn a_process_holding_a_replaced_key_is_refused_not_recording_it_back() {
+        let mut t = Setup::settled();
+        // Another host, whose key file (at another path) was replaced under its processes.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let its_path = elsewhere.path().join("key");
+        std::fs::copy(t.dir.path().join("key"), &its_path).unwrap();
+        let mut other = other_ring(&its_path, "host-2");
+        let mut store = t.fake.boxed();
+        other.check(store.as_mut(), &OpsLog::none()).unwrap();
+        replace_key(&its_path);
+        due(&mut other);
+        other.check(store.as_mut(), &OpsLog::none()).unwrap();
+        due(&mut t.ring);
+        let e = t.check().unwrap_err();
+        assert!(e.what().contains("replaced"), "{}", e.what());
+        assert_eq!(
+            t.fake.0.borrow().key.as_ref().unwrap().fingerprint,
+            other.current.fingerprint
+        );
+    }
+
+    #[test]
+    fn a_settled_key_is_recorded_again_over_a_stray_after_the_store_lost_it() {
+        let mut t = Setup::settled();
+        let ours = t.ring.current.fingerprint;
+        let elsewhere = tempfile::tempdir().unwrap();
+        let mut stray = other_ring(&elsewhere.path().join("stray"), "stray-host");
+        let mut store = t.fake.boxed();
+        assert!(stray.check(store.as_mut(), &OpsLog::none()).is_err());
+        // FLUSHALL, and the stray's next call comes first.
+        std::thread::sleep(Duration::from_millis(5));
+        t.fake.0.borrow_mut().key = None;
+        due(&mut stray);
+        stray.check(store.as_mut(), &OpsLog::none()).unwrap();
+        due(&mut t.ring);
+        t.check().unwrap();
+        assert_eq!(t.fake.0.borrow().key.as_ref().unwrap().fingerprint, ours);
+        due(&mut stray);
+        let e = stray.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
+        // And it stays so: the settled ring keeps its key.
+        due(&mut t.ring);
+        t.check().unwrap();
+        assert_eq!(t.fake.0.borrow().key.as_ref().unwrap().fingerprint, ours);
     }
 
     #[test]

@@ -21,9 +21,10 @@ pub enum Event {
     FallbackSwitched,
     HostClock,
     QueueUnusable,
+    KeyRestored,
 }
 
-const KINDS: usize = 13;
+const KINDS: usize = 14;
 
 impl Event {
     fn index(self) -> usize {
@@ -52,6 +53,9 @@ impl Event {
             Event::BreakerClosed => "primary store answering again, host breaker closed",
             Event::FallbackSwitched => {
                 "primary store unavailable, deciding with the local fallback"
+            }
+            Event::KeyRestored => {
+                "key recorded again: the store had lost it, or a host that came later had recorded its own"
             }
         }
     }

@@ -609,12 +609,26 @@ impl Store for RedisStore {
 
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
         let key = self.global("keyring");
-        let (f, p): (Option<String>, Option<String>) = self.conn.call(Route::Key(&key), |c| {
-            redis::cmd("HMGET").arg(&key).arg("f").arg("p").query(c)
+        type Fields = (
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+        );
+        let (f, p, h, v, s): Fields = self.conn.call(Route::Key(&key), |c| {
+            redis::cmd("HMGET")
+                .arg(&key)
+                .arg(&["f", "p", "h", "v", "s"])
+                .query(c)
         })?;
+        // An older build's record has only f and p: its host and time are unknown.
         Ok(f.and_then(|f| unhex16(&f)).map(|fingerprint| KeyRecord {
             fingerprint,
             path: p.unwrap_or_default(),
+            host: h.unwrap_or_default(),
+            previous: v.and_then(|v| unhex16(&v)),
+            since_ms: s.unwrap_or(0),
         }))
     }
 
@@ -625,14 +639,17 @@ impl Store for RedisStore {
     ) -> Result<bool, StoreError> {
         let key = self.global("keyring");
         let expected = expected.map(|f| hex(f)).unwrap_or_default();
-        let (fp, path) = (hex(&new.fingerprint), new.path.clone());
+        let previous = new.previous.as_ref().map(|f| hex(f)).unwrap_or_default();
         let n: u64 = self.conn.call(Route::Key(&key), |c| {
             scripts()
                 .record_key
                 .key(&key)
                 .arg(&expected)
-                .arg(&fp)
-                .arg(&path)
+                .arg(hex(&new.fingerprint))
+                .arg(&new.path)
+                .arg(&new.host)
+                .arg(&previous)
+                .arg(new.since_ms)
                 .invoke(c)
         })?;
         Ok(n == 1)

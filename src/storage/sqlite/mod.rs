@@ -510,14 +510,19 @@ impl SqliteStore {
 }
 
 fn read_key_record(conn: &Connection) -> rusqlite::Result<Option<KeyRecord>> {
-    conn.prepare_cached("SELECT fingerprint, path FROM keyring WHERE id = 0")?
-        .query_row([], |r| {
-            Ok(KeyRecord {
-                fingerprint: r.get(0)?,
-                path: r.get(1)?,
-            })
+    conn.prepare_cached(
+        "SELECT fingerprint, path, host, previous, since FROM keyring WHERE id = 0",
+    )?
+    .query_row([], |r| {
+        Ok(KeyRecord {
+            fingerprint: r.get(0)?,
+            path: r.get(1)?,
+            host: r.get(2)?,
+            previous: r.get(3)?,
+            since_ms: r.get(4)?,
         })
-        .optional()
+    })
+    .optional()
 }
 
 /// During a key rotation: the bucket as it is stored under the previous key's pseudonym.
@@ -1114,10 +1119,16 @@ impl Store for SqliteStore {
                 return Ok(false);
             }
             tx.prepare_cached(
-                "INSERT INTO keyring (id, fingerprint, path) VALUES (0, ?1, ?2)
-                 ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path",
+                "INSERT OR REPLACE INTO keyring (id, fingerprint, path, host, previous, since)
+                 VALUES (0, ?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![new.fingerprint, new.path])?;
+            .execute(params![
+                new.fingerprint,
+                new.path,
+                new.host,
+                new.previous,
+                new.since_ms
+            ])?;
             Ok(true)
         })
     }

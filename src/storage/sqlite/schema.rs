@@ -67,17 +67,20 @@ CREATE INDEX IF NOT EXISTS requests_expires ON requests(expires);
 CREATE TABLE IF NOT EXISTS keyring (
     id INTEGER PRIMARY KEY CHECK (id = 0),
     fingerprint BLOB NOT NULL,
-    path TEXT NOT NULL
+    path TEXT NOT NULL,
+    host TEXT NOT NULL,      -- the host (its host name) that recorded it
+    previous BLOB,           -- the fingerprint of the key it replaced on purpose, if any
+    since INTEGER NOT NULL   -- ms: when this key was first recorded
 );
 ";
 
 /// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only
 /// short-lived limits, which start afresh.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 const DROP_OLD_SCHEMA: &str =
     "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;
-     DROP TABLE IF EXISTS requests;";
+     DROP TABLE IF EXISTS requests; DROP TABLE IF EXISTS keyring;";
 
 /// Sets the file up for this connection: small pages, WAL, `synchronous=NORMAL`, and the
 /// tables when the file has none or older ones.
