@@ -245,6 +245,53 @@ fn an_unreachable_server_is_an_error_within_the_timeout() {
     assert!(t0.elapsed().as_millis() < 500);
 }
 
+/// A store on the single server's address with `url` changed by `edit`.
+fn store_at(edit: impl Fn(&str) -> String) -> RedisStore {
+    let settings = RedisSettings {
+        target: Target::parse(&edit(&env("RL_REDIS_URL")), &[]).unwrap(),
+        prefix: fresh_prefix(),
+        timeout_ms: 2_000,
+        flush_ms: 0,
+    };
+    RedisStore::new(settings, None, system_clock(), OpsLog::none())
+}
+
+#[test]
+fn a_database_the_server_does_not_have_is_a_misconfiguration_not_an_outage() {
+    let mut s = store_at(|u| format!("{}/9999", u.trim_end_matches("/0")));
+    for _ in 0..3 {
+        let e = s
+            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    }
+}
+
+#[test]
+fn a_user_without_the_permission_to_run_scripts_is_a_misconfiguration() {
+    let user = format!("rl-noperm-{}", std::process::id());
+    let mut admin = redis::Client::open(env("RL_REDIS_URL"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", &user, "on", ">pw", "~*", "+@all", "-evalsha", "-eval",
+        ])
+        .query(&mut admin)
+        .unwrap();
+    let mut s = store_at(|u| u.replacen("redis://", &format!("redis://{user}:pw@"), 1));
+    let e = s
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .unwrap_err();
+    let _: () = redis::cmd("ACL")
+        .arg(&["DELUSER", &user])
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    assert!(!e.to_string().contains("pw@"), "no password: {e}");
+}
+
 /// A listener that accepts connections and never answers: to a client, a SIGSTOPped Redis (the
 /// kernel still completes the handshake).
 fn silent_server() -> (std::net::TcpListener, String) {

@@ -5,9 +5,10 @@
 //! goes to the primary; open, it fails at once with an `Unreachable` error ("primary store
 //! breaker open"), which the limiter answers "unavailable" and a [`super::fallback::Fallback`]
 //! above answers from the local store. Past the gate, the rules decide under the file's lock
-//! whether this call is the host's one probe. Every failed call to the primary, whatever its
-//! kind (a connect refused as `Misconfigured` too), is counted as `redis_errors` and fed to the
-//! rules; a probe's success closes the breaker. A fault of the breaker file itself never stops
+//! whether this call is the host's one probe. Every failed call to the primary is counted as
+//! `redis_errors`; all but the server's refusals of our settings (`Misconfigured`: they are the
+//! operator's to fix, errors on every call) are fed to the rules; a probe's success closes the
+//! breaker. A fault of the breaker file itself never stops
 //! a decision: the call then goes to the primary as if closed.
 
 use super::hostbreaker::HostBreaker;
@@ -109,19 +110,28 @@ impl Breaker {
         let result = f(self.primary.as_mut(), &carried);
         let now = (self.clock)();
         let cfg = self.cfg;
-        match &result {
-            Ok(_) => {
-                self.held = Counters::default();
-                if let Some(p) = admit.probe() {
-                    let closed = self.shared.transition(now, |r| {
-                        r.succeeded(Some(p));
-                        !r.open
-                    });
-                    if closed.unwrap_or(false) {
-                        self.log.note(Event::BreakerClosed, "redis");
-                    }
+        // A server that answered, even to refuse our settings (a wrong password, a missing
+        // permission, a database that does not exist), is no outage: a probe that met it closes
+        // the breaker, and such an error never opens it, so that what the operator must fix
+        // stays an error on every call instead of turning into "unavailable" decisions.
+        let answered = match &result {
+            Ok(_) => true,
+            Err(e) => e.kind() == ErrorKind::Misconfigured,
+        };
+        if answered {
+            if let Some(p) = admit.probe() {
+                let closed = self.shared.transition(now, |r| {
+                    r.succeeded(Some(p));
+                    !r.open
+                });
+                if closed.unwrap_or(false) {
+                    self.log.note(Event::BreakerClosed, "redis");
                 }
             }
+        }
+        match &result {
+            Ok(_) => self.held = Counters::default(),
+            Err(_) if answered => self.held.redis_errors += 1,
             Err(e) => {
                 self.held.redis_errors += 1;
                 let opened = self
@@ -399,13 +409,48 @@ mod tests {
             ErrorKind::Misconfigured,
             ErrorKind::Io,
             ErrorKind::Unreachable,
+            ErrorKind::Timeout,
         ] {
             fa.fail(Some(kind));
             acquire(&mut a).unwrap_err();
         }
         acquire(&mut a).unwrap_err(); // refused: open
-        assert_eq!(a.take_unwritten().redis_errors, 3);
+        assert_eq!(a.take_unwritten().redis_errors, 4);
         assert_eq!(a.take_unwritten().redis_errors, 0, "handed over once");
+    }
+
+    #[test]
+    fn a_server_refusing_our_settings_never_opens_the_breaker() {
+        let h = host();
+        let (mut a, fa) = worker(&h);
+        fa.fail(Some(ErrorKind::Misconfigured));
+        for _ in 0..20 {
+            assert_eq!(
+                acquire(&mut a).unwrap_err().kind(),
+                ErrorKind::Misconfigured
+            );
+        }
+        assert_eq!(a.breaker(), Some(BreakerState::Closed));
+        assert_eq!(a.take_unwritten().redis_errors, 20);
+    }
+
+    #[test]
+    fn a_probe_meeting_a_server_that_refuses_our_settings_closes_the_breaker() {
+        let h = host();
+        let (mut a, fa) = worker(&h);
+        open_it(&mut a, &fa);
+        h.time.set(2_000);
+        fa.fail(Some(ErrorKind::Misconfigured));
+        assert_eq!(
+            acquire(&mut a).unwrap_err().kind(),
+            ErrorKind::Misconfigured
+        );
+        assert_eq!(a.breaker(), Some(BreakerState::Closed));
+        // Every call then asks the server, and gets the error the operator must fix.
+        assert_eq!(
+            acquire(&mut a).unwrap_err().kind(),
+            ErrorKind::Misconfigured
+        );
     }
 
     #[test]

@@ -173,6 +173,8 @@ impl Conn {
                 let kind = if r.code() == Some("RLCORRUPT") {
                     // A script found a value it did not write (see lua/bucket.lua).
                     ErrorKind::Corrupt
+                } else if refuses_settings(&r) {
+                    ErrorKind::Misconfigured
                 } else if r.is_timeout() {
                     ErrorKind::Timeout
                 } else if r.is_connection_refusal() || r.is_connection_dropped() || r.is_io_error()
@@ -208,6 +210,13 @@ impl Conn {
             }
         }
     }
+}
+
+/// Whether the server refused what the configuration asks of it, which no retry cures: a user
+/// without the permission for a command (ACL `NOPERM`), or a database number it does not have
+/// (`SELECT` at connect, which the redis crate reports as a refusal to switch database).
+fn refuses_settings(r: &RedisError) -> bool {
+    r.code() == Some("NOPERM") || r.to_string().contains("refused to switch database")
 }
 
 enum Fault {
