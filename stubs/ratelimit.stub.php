@@ -9,8 +9,10 @@
  * from what the loaded extension reports through Reflection.
  *
  * php.ini directives (all PHP_INI_SYSTEM: set them in php.ini, with `php -d`, or with
- * `php_admin_value[...]` in a PHP-FPM pool; `ini_set()` cannot change them). An invalid value is
- * refused with a startup warning naming the directive, and the default stays.
+ * `php_admin_value[...]` in a PHP-FPM pool; `ini_set()` cannot change them). A value that cannot
+ * work (unparsable, out of range, a relative path) is a startup warning naming the directive, and
+ * every call then throws a RateLimit\Exception naming it until it is fixed; the paths must be
+ * absolute.
  *
  * | directive                   | default  | meaning                                                        |
  * |-----------------------------|----------|----------------------------------------------------------------|
