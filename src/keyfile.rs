@@ -21,11 +21,28 @@ use std::path::{Path, PathBuf};
 /// to others (see [`crate::trust::judge_key`]).
 #[derive(Debug)]
 pub enum KeyError {
-    Missing { path: PathBuf },
-    TooShort { path: PathBuf, len: usize },
-    Weak { path: PathBuf, why: String },
+    Missing {
+        path: PathBuf,
+    },
+    TooShort {
+        path: PathBuf,
+        len: usize,
+    },
+    Weak {
+        path: PathBuf,
+        why: String,
+    },
     Untrusted(Untrusted),
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// A key other than the one `ratelimit.key_fingerprint` pins (short fingerprints, hex).
+    Unpinned {
+        path: PathBuf,
+        found: String,
+        pinned: String,
+    },
 }
 
 impl fmt::Display for KeyError {
@@ -49,6 +66,16 @@ impl fmt::Display for KeyError {
             KeyError::Io { path, source } => {
                 write!(f, "ratelimit: key file {}: {source}", path.display())
             }
+            KeyError::Unpinned {
+                path,
+                found,
+                pinned,
+            } => write!(
+                f,
+                "ratelimit: key file {} holds key {found}, not key {pinned} that \
+                 ratelimit.key_fingerprint pins",
+                path.display()
+            ),
         }
     }
 }

@@ -86,6 +86,8 @@ pub struct KeyRing {
     settled_since: Option<i64>,
     /// The key held before this process saw its key file change, until the new one is settled.
     replaced: Option<Fingerprint>,
+    /// `ratelimit.key_fingerprint`: the only key this process may hold.
+    pinned: Option<[u8; 8]>,
 }
 
 fn key_error(e: KeyError) -> StoreError {
@@ -114,7 +116,16 @@ impl KeyRing {
             host: host_name(),
             settled_since: None,
             replaced: None,
+            pinned: None,
         })
+    }
+
+    /// Refuses any key but the one `pin` names (`ratelimit.key_fingerprint`), now and whenever
+    /// the key file is read again: even a host with no store to compare with holds the right key.
+    pub fn pinned(mut self, pin: Option<[u8; 8]>) -> Result<Self, KeyError> {
+        self.pinned = pin;
+        check_pin(&self.path, &self.current.fingerprint, pin)?;
+        Ok(self)
     }
 
     /// A ring of one key, for tests and tools.
@@ -129,6 +140,7 @@ impl KeyRing {
             host: String::new(),
             settled_since: None,
             replaced: None,
+            pinned: None,
         }
     }
 
@@ -242,6 +254,7 @@ impl KeyRing {
     fn reread(&mut self, log: &OpsLog) -> Result<(), StoreError> {
         let identity = file_id(&self.path);
         let key = Key::new(&keyfile::load(&self.path, self.create).map_err(key_error)?);
+        check_pin(&self.path, &key.fingerprint, self.pinned).map_err(key_error)?;
         if key.fingerprint != self.current.fingerprint {
             log.note(Event::KeyChanged, &self.path.display().to_string());
             // The key held until now is what the new one replaces (see keyswitch), and the new
@@ -255,6 +268,23 @@ impl KeyRing {
         self.identity = identity;
         Ok(())
     }
+}
+
+fn check_pin(path: &Path, fp: &Fingerprint, pin: Option<[u8; 8]>) -> Result<(), KeyError> {
+    match pin {
+        Some(p) if fp[..8] != p => Err(KeyError::Unpinned {
+            path: path.to_owned(),
+            found: keyswitch::short(fp),
+            pinned: p.iter().map(|b| format!("{b:02x}")).collect(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The fingerprint of the key in `path` as operators compare them (phpinfo's "Key
+/// fingerprint", the value of `ratelimit.key_fingerprint`).
+pub fn short_fingerprint(path: &Path) -> Result<String, KeyError> {
+    Ok(keyswitch::short(&fingerprint(&keyfile::load(path, false)?)))
 }
 
 /// Why a key on record is refused, naming both key files and hosts and both keys' fingerprints
@@ -448,6 +478,35 @@ mod tests {
         due(&mut t.ring);
         t.check().unwrap();
         assert_eq!(t.fake.0.borrow().key.as_ref().unwrap().fingerprint, ours);
+    }
+
+    #[test]
+    fn a_pinned_fingerprint_refuses_any_other_key_now_and_after_a_replacement() {
+        let t = Setup::new();
+        let path = t.dir.path().join("key");
+        let fp = t.ring.current.fingerprint;
+        let mut pin = [0u8; 8];
+        pin.copy_from_slice(&fp[..8]);
+        let mut ring = KeyRing::load(&path, false, None)
+            .unwrap()
+            .pinned(Some(pin))
+            .unwrap();
+        let mut other = pin;
+        other[0] ^= 1;
+        let e = KeyRing::load(&path, false, None)
+            .unwrap()
+            .pinned(Some(other))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("ratelimit.key_fingerprint"), "{e}");
+        assert_eq!(short_fingerprint(&path).unwrap(), keyswitch::short(&fp));
+        // The file replaced with another key: the next check refuses it.
+        replace_key(&path);
+        let mut store = t.fake.boxed();
+        ring.checked_at = None;
+        let e = ring.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
+        assert!(e.what().contains("pins"), "{}", e.what());
     }
 
     #[test]

@@ -19,6 +19,7 @@
  * | ratelimit.db_path           | ""       | SQLite file shared by all workers; empty: `php-ratelimit.sqlite` in `<temp dir>/php-ratelimit-<euid>/` (created 0700) |
  * | ratelimit.key_file          | ""       | 32-byte HMAC key; empty: `<db_path>.key`, created once (32 random bytes, mode 0600, atomically). Set and missing or shorter than 32 bytes: RateLimit\Exception |
  * | ratelimit.key_file_previous | ""       | during a key rotation: the replaced key file; a bucket missing under the new key is moved from its name under this one |
+ * | ratelimit.key_fingerprint   | ""       | optional: the key every host must hold, as the 16 hex digits phpinfo() shows under "Key fingerprint"; another key is a RateLimit\Exception, also on a host whose store has no key recorded yet |
  * | ratelimit.limit             | 60       | default `$limit` (tokens per bucket, 1 .. 10^12)                |
  * | ratelimit.per               | 60       | default `$per` (seconds to refill `$limit` tokens, 0.001 .. 10^9) |
  * | ratelimit.inflight          | 0        | default `$inflight` (live leases per subject and scope; 0: no lease) |

@@ -28,13 +28,22 @@ const fn directive(
 }
 
 /// The directives every backend reads.
-pub const SHARED: [Directive; 10] = [
+pub const SHARED: [Directive; 11] = [
     directive(c"ratelimit.key_file", c"", |c, v| {
         c.key_file = absolute(v)?;
         Ok(())
     }),
     directive(c"ratelimit.key_file_previous", c"", |c, v| {
         c.key_file_previous = absolute(v)?;
+        Ok(())
+    }),
+    directive(c"ratelimit.key_fingerprint", c"", |c, v| {
+        c.key_fingerprint = match v.trim() {
+            "" => None,
+            hex => Some(short_fingerprint(hex).ok_or(Invalid(
+                "expected empty or the key's 16 hex digits (phpinfo's \"Key fingerprint\")",
+            ))?),
+        };
         Ok(())
     }),
     directive(c"ratelimit.limit", c"60", |c, v| {
@@ -216,6 +225,18 @@ pub const REDIS: [Directive; 9] = [
     }),
 ];
 
+/// 16 hex digits: the first 8 bytes of a key's fingerprint, as operators compare them.
+fn short_fingerprint(hex: &str) -> Option<[u8; 8]> {
+    if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; 8];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
 /// A path every process resolves alike: absolute, or empty for the default. A relative path
 /// would be resolved against each process's working directory, giving processes of one host
 /// different files, and so one limit split in as many.
@@ -317,6 +338,8 @@ pub struct Config {
     pub key_file: String,
     /// During a key rotation: the key file replaced, whose buckets move to the new key.
     pub key_file_previous: String,
+    /// The key every host must hold (first 8 bytes of its fingerprint), if pinned.
+    pub key_fingerprint: Option<[u8; 8]>,
     pub limit: u64,
     pub per_ms: u64,
     pub inflight: u64,
@@ -494,7 +517,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 22);
+        assert_eq!(names.len(), 23);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
@@ -577,6 +600,28 @@ mod tests {
         assert_eq!(c.backend, Backend::Redis);
         assert_eq!(c.redis.cluster.len(), 2);
         assert_eq!(c.redis.fallback, Fallback::Local);
+    }
+
+    #[test]
+    fn a_pinned_key_fingerprint_is_16_hex_digits() {
+        let mut c = Config::defaults();
+        assert_eq!(c.key_fingerprint, None);
+        c.set("ratelimit.key_fingerprint", "00ff10Ab7c3d9e01")
+            .unwrap();
+        assert_eq!(
+            c.key_fingerprint,
+            Some([0x00, 0xff, 0x10, 0xab, 0x7c, 0x3d, 0x9e, 0x01])
+        );
+        for bad in [
+            "00ff",
+            "00ff10ab7c3d9e0g",
+            "00ff10ab7c3d9e0100",
+            "+0ff10ab7c3d9e01",
+        ] {
+            assert!(c.set("ratelimit.key_fingerprint", bad).is_err(), "{bad}");
+        }
+        c.set("ratelimit.key_fingerprint", "").unwrap();
+        assert_eq!(c.key_fingerprint, None);
     }
 
     #[test]

@@ -459,6 +459,9 @@ extern "C" fn info(module: *mut ModuleEntry) {
         ext_php_rs::info_table_row!("SQLite version", rusqlite::version());
         ext_php_rs::info_table_row!("Database", db.display().to_string());
         ext_php_rs::info_table_row!("Key file", key.display().to_string());
+        // Read here only (no store is opened): the value for ratelimit.key_fingerprint.
+        let fp = crate::keyring::short_fingerprint(&key).unwrap_or_else(|e| e.to_string());
+        ext_php_rs::info_table_row!("Key fingerprint", fp);
         ext_php_rs::info_table_end!();
     });
     // SAFETY: PHP passes this module's own entry.

@@ -97,7 +97,9 @@ pub fn with<T>(
             let (key_path, create) = config.key_path(&tmp, euid);
             let previous = (!config.key_file_previous.is_empty())
                 .then(|| PathBuf::from(&config.key_file_previous));
-            let keys = KeyRing::load(&key_path, create, previous.as_deref()).map_err(Error::Key)?;
+            let keys = KeyRing::load(&key_path, create, previous.as_deref())
+                .and_then(|k| k.pinned(config.key_fingerprint))
+                .map_err(Error::Key)?;
             let clock = system_clock();
             let log = OpsLog::new(super::ini::log_error, Arc::clone(&clock));
             let store = open_store(config, &db_path, clock, &log)?;
