@@ -1,5 +1,5 @@
 --TEST--
-php.ini: the thirteen directives, their defaults, PHP_INI_SYSTEM (ini_set refused), and the defaults in use
+php.ini: every directive, their defaults, PHP_INI_SYSTEM (ini_set refused), and the defaults in use
 --EXTENSIONS--
 ratelimit
 --INI--
@@ -45,6 +45,7 @@ ratelimit.inflight='0'
 ratelimit.ipv6_prefix='64'
 ratelimit.key_file=''
 ratelimit.key_file_previous=''
+ratelimit.key_fingerprint=''
 ratelimit.lease_ttl='60'
 ratelimit.limit='60'
 ratelimit.max_entries='100000'
