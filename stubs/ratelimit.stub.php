@@ -116,7 +116,8 @@ namespace RateLimit {
         /**
          * True only for a replay: a retry with the same `$request_id` and terms answered as a
          * repeat of an earlier admission (see ratelimit_acquire()). `$allowed` is true, `$reason`
-         * "ok", `$source` "replay"; it took nothing and holds no lease (`$lease` null: releasing
+         * "ok", `$source` "replay" ("fallback" when this host's local fallback answered it while
+         * Redis was unavailable); it took nothing and holds no lease (`$lease` null: releasing
          * it frees nothing); `$remaining`, `$resetAfter` and headers() describe the bucket as it
          * stands now. The work of the request was admitted once already: do not run it again
          * (answer what the first attempt answered, e.g. 200 "already accepted").

@@ -807,23 +807,14 @@ impl Store for SqliteStore {
                 });
             }
             if let Some(request) = &first.request {
-                let j = requests::judge_for_write(tx, &keys[0], request, now, delta)?;
-                if j != Judgement::Fresh {
-                    // Each limit as it stands now: nothing is charged.
-                    let each: Vec<Verdict> = stored
-                        .iter()
-                        .zip(asks)
-                        .map(|(s, a)| decision::peek(s.as_ref().map(|s| s.bucket), &a.policy, now))
-                        .collect();
-                    let (reported, verdict) = compound::remembered(&each, j, now, first.dry_run)
-                        .expect("judged other than fresh");
-                    requests::count(&verdict, delta);
-                    return Ok(AcquiredAll {
-                        verdict,
-                        each,
-                        reported,
-                        lease: None,
-                    });
+                let buckets: Vec<Option<Bucket>> = stored
+                    .iter()
+                    .map(|s| s.as_ref().map(|s| s.bucket))
+                    .collect();
+                if let Some(answer) =
+                    requests::answered_all(tx, keys, asks, request, &buckets, now, delta)?
+                {
+                    return Ok(answer);
                 }
             }
             let slots = if first.max_inflight > 0 {

@@ -9,7 +9,9 @@
 //! (which counts down the replays left) and an admission (which remembers it) write.
 
 use super::counts::Delta;
-use super::{read_bucket, read_previous};
+use super::{read_bucket, read_previous, AcquiredAll};
+use crate::core::bucket::Bucket;
+use crate::core::compound;
 use crate::core::decision::{self, Ask, Reason, Request, Verdict};
 use crate::core::lease::LeaseToken;
 use crate::core::request::{self, Judgement, Record, Terms};
@@ -78,6 +80,42 @@ pub fn answered(
     };
     count(&v, delta);
     Ok(Some(v))
+}
+
+/// As [`answered`], for a compound call (`r` is its first limit's): each limit as it stands
+/// (`stored`, read in the same transaction), nothing charged; the answer made by
+/// `core::compound::remembered`.
+#[cold]
+#[inline(never)]
+pub fn answered_all(
+    tx: &Connection,
+    keys: &[BucketKey],
+    asks: &[Ask],
+    r: &Request,
+    stored: &[Option<Bucket>],
+    now: i64,
+    delta: &mut Delta,
+) -> rusqlite::Result<Option<AcquiredAll>> {
+    let j = judge_for_write(tx, &keys[0], r, now, delta)?;
+    if j == Judgement::Fresh {
+        return Ok(None);
+    }
+    let each: Vec<Verdict> = stored
+        .iter()
+        .zip(asks)
+        .map(|(b, a)| decision::peek(*b, &a.policy, now))
+        .collect();
+    Ok(
+        compound::remembered(&each, j, now, asks[0].dry_run).map(|(reported, verdict)| {
+            count(&verdict, delta);
+            AcquiredAll {
+                verdict,
+                each,
+                reported,
+                lease: None,
+            }
+        }),
+    )
 }
 
 /// Purges the expired records, then judges `r` in the write transaction; a replay counts down
