@@ -342,3 +342,57 @@ impl Store for Fake {
         self.step(unwritten)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::bucket::Policy;
+    use crate::core::decision::Reason;
+    use crate::core::request::Terms;
+
+    fn with_id(inflight: u64, replays: u32) -> Ask {
+        let mut a = Ask::new(Policy::new(5, 3_600_000).unwrap(), 1, inflight);
+        a.request = Some(Request {
+            name: [9; 16],
+            ttl_ms: 60_000,
+            terms: Terms([1; 16]),
+            replays,
+        });
+        a
+    }
+
+    /// The fake applies core::request's rule as the real stores do (the conformance suite
+    /// runs them): in progress while the lease lives, then replays, then charged.
+    #[test]
+    fn the_fake_judges_request_ids_as_the_stores_do() {
+        let clock = Manual::at(0);
+        let mut f = Fake::new(clock.clock());
+        let a = with_id(1, 1);
+        let first = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert!(first.verdict.took() && first.lease.is_some());
+        let again = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert_eq!(
+            (
+                again.verdict.reason,
+                again.verdict.retry_after_ms,
+                again.lease
+            ),
+            (Reason::InProgress, 10_000, None)
+        );
+        clock.set(10_000);
+        let replay = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert!(replay.verdict.replay && replay.lease.is_none());
+        let charged = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert!(charged.verdict.took() && charged.verdict.remaining == 3);
+        let w = f.written();
+        assert_eq!((w.allowed, w.retries, w.denied_in_progress), (2, 1, 1));
+    }
+}
