@@ -8,7 +8,7 @@ require __DIR__ . '/_helpers.inc';
 rl_isolate();
 
 function show(RateLimit\Decision $d): void {
-    foreach (['allowed', 'reason', 'limit', 'remaining', 'retryAfter', 'resetAfter', 'lease', 'scope'] as $p) {
+    foreach (['allowed', 'reason', 'limit', 'remaining', 'retryAfter', 'resetAfter', 'lease', 'scope', 'replay'] as $p) {
         echo "  $p: ", get_debug_type($d->$p), "\n";
     }
 }
@@ -55,6 +55,7 @@ allowed with lease:
   resetAfter: float
   lease: string
   scope: string
+  replay: bool
 int(1)
 string(3) "api"
 string(2) "ok"
@@ -67,6 +68,7 @@ denied (inflight):
   resetAfter: float
   lease: null
   scope: string
+  replay: bool
 bool(false)
 string(8) "inflight"
 denied (rate):
@@ -78,6 +80,7 @@ denied (rate):
   resetAfter: float
   lease: null
   scope: string
+  replay: bool
 bool(false)
 string(4) "rate"
 int(0)
@@ -90,7 +93,8 @@ peek:
   resetAfter: float
   lease: null
   scope: string
-allowed,dryRun,lease,limit,reason,remaining,resetAfter,retryAfter,scope,source
+  replay: bool
+allowed,dryRun,lease,limit,reason,remaining,replay,resetAfter,retryAfter,scope,source
 bool(true)
 bool(true)
 bool(false)

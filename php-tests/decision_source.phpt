@@ -1,5 +1,5 @@
 --TEST--
-RateLimit\Decision::$source: "store" for what the store decided (an admission, each kind of denial, a peek, a retry); read-only
+RateLimit\Decision::$source: "store" for what the store decided (an admission, each kind of denial, a peek), "replay" for an admission repeated for its request id; read-only
 --EXTENSIONS--
 ratelimit
 --FILE--
@@ -17,7 +17,7 @@ $r2 = ratelimit_acquire('src-r', 5, 60, 0, 'default', 1, 'req-1');
 foreach (['admitted' => $a, 'inflight' => $b, 'rate' => $c, 'peek' => $p, 'first' => $r1, 'retry' => $r2] as $what => $d) {
     echo "$what: reason=$d->reason source=", var_export($d->source, true), "\n";
 }
-echo "retried: ", var_export($r2->remaining === $r1->remaining, true), "\n";
+echo "replay: ", var_export($r2->replay && !$r1->replay && $r2->remaining === $r1->remaining, true), "\n";
 try {
     $a->source = 'fallback';
 } catch (Throwable $e) {
@@ -37,7 +37,7 @@ inflight: reason=inflight source='store'
 rate: reason=rate source='store'
 peek: reason=rate source='store'
 first: reason=ok source='store'
-retry: reason=ok source='store'
-retried: true
+retry: reason=ok source='replay'
+replay: true
 write refused
 still: store

@@ -34,6 +34,7 @@ $want = [
     'ratelimit_decisions_total{result="allowed"}' => $s['allowed'],
     'ratelimit_decisions_total{result="rate"}' => $s['denied_rate'],
     'ratelimit_decisions_total{result="inflight"}' => $s['denied_inflight'],
+    'ratelimit_decisions_total{result="in_progress"}' => $s['denied_in_progress'],
     'ratelimit_decisions_total{result="unavailable"}' => $s['unavailable'],
     'ratelimit_leases_expired_total' => $s['leases_expired'],
     'ratelimit_evicted_total' => $s['evicted'],
@@ -89,6 +90,7 @@ ratelimit_breaker_state            gauge
 ratelimit_decisions_total{result="allowed"} = 3
 ratelimit_decisions_total{result="rate"} = 1
 ratelimit_decisions_total{result="inflight"} = 1
+ratelimit_decisions_total{result="in_progress"} = 0
 ratelimit_decisions_total{result="unavailable"} = 0
 ratelimit_leases_expired_total = 0
 ratelimit_evicted_total = 0
@@ -106,7 +108,7 @@ ratelimit_live_leases = 1
 ratelimit_breaker_state = 0
 info: ratelimit_info{backend="%s",version="%d.%d.%d"} = 1
 backend: %s (as in ratelimit_info)
-samples: 19
+samples: 20
 no subject: true
 ArgumentCountError: ratelimit_metrics() expects exactly 0 arguments, 1 given
 after release: 1

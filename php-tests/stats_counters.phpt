@@ -1,5 +1,5 @@
 --TEST--
-ratelimit_stats(): the seventeen counters and gauges, host-wide (shared with other processes), the backend and the breaker's state
+ratelimit_stats(): the eighteen counters and gauges, host-wide (shared with other processes), the backend and the breaker's state
 --EXTENSIONS--
 ratelimit
 --FILE--
@@ -15,7 +15,7 @@ echo "backend: ", var_export($s['backend'] === ini_get('ratelimit.backend'), tru
 // The numbers, without the two words.
 function numbers(array $s): array { unset($s['backend'], $s['breaker']); ksort($s); return $s; }
 $n = numbers($s);
-echo "all int: ", var_export(count($n) === 17 && array_sum(array_map('is_int', $n)) === 17, true), ", all zero: ", var_export(array_sum($n) === 0, true), "\n";
+echo "all int: ", var_export(count($n) === 18 && array_sum(array_map('is_int', $n)) === 18, true), ", all zero: ", var_export(array_sum($n) === 0, true), "\n";
 
 ratelimit_acquire('a', 2, 60);
 ratelimit_acquire('a', 2, 60);
@@ -43,11 +43,12 @@ require __DIR__ . '/_helpers.inc';
 rl_clean('stats_counters');
 ?>
 --EXPECT--
-allowed,backend,breaker,clock_regressions,denied_inflight,denied_rate,dry_run_denied,entries,evicted,fallback_decisions,fallback_switches,keys_migrated,leases_expired,live_leases,redis_errors,reopened,retries,storage_errors,unavailable
+allowed,backend,breaker,clock_regressions,denied_in_progress,denied_inflight,denied_rate,dry_run_denied,entries,evicted,fallback_decisions,fallback_switches,keys_migrated,leases_expired,live_leases,redis_errors,reopened,retries,storage_errors,unavailable
 backend: true, breaker: closed
 all int: true, all zero: true
 allowed=3
 clock_regressions=0
+denied_in_progress=0
 denied_inflight=1
 denied_rate=1
 dry_run_denied=0
@@ -64,6 +65,6 @@ retries=0
 storage_errors=0
 unavailable=0
 -- another process counts in the same file
-{"allowed":4,"clock_regressions":0,"denied_inflight":1,"denied_rate":2,"dry_run_denied":0,"entries":3,"evicted":0,"fallback_decisions":0,"fallback_switches":0,"keys_migrated":0,"leases_expired":0,"live_leases":1,"redis_errors":0,"reopened":0,"retries":0,"storage_errors":0,"unavailable":0}
+{"allowed":4,"clock_regressions":0,"denied_in_progress":0,"denied_inflight":1,"denied_rate":2,"dry_run_denied":0,"entries":3,"evicted":0,"fallback_decisions":0,"fallback_switches":0,"keys_migrated":0,"leases_expired":0,"live_leases":1,"redis_errors":0,"reopened":0,"retries":0,"storage_errors":0,"unavailable":0}
 parent sees: allowed=4 denied_rate=2 entries=3 live_leases=1
 after release: live_leases=0

@@ -13,6 +13,7 @@ use crate::core::config::DryRun;
 use crate::core::counters::{Counters, Stats};
 use crate::core::decision::{Ask, Reason, Request, Verdict};
 use crate::core::lease::LeaseToken;
+use crate::core::request::{Kind, Limit, Terms};
 use crate::core::subject::{normalise, BucketKey};
 use crate::keyring::KeyRing;
 use crate::opslog::{Event, OpsLog};
@@ -29,8 +30,11 @@ pub struct Settings {
     /// `decide`, inside the store's atomic step, counted as `dry_run_denied`). An "unavailable"
     /// decision stays what it is: only `fail_open` admits it.
     pub dry_run: DryRun,
-    /// How long an admission with a request id and no lease is remembered.
+    /// How long an admission with a request id is remembered (with a lease, at least as long
+    /// as the lease).
     pub request_ttl_ms: u64,
+    /// How many times a remembered admission may be replayed (`ratelimit.request_replays`).
+    pub request_replays: u32,
 }
 
 pub struct Limiter {
@@ -102,9 +106,10 @@ impl Limiter {
     }
 
     /// One decision, for the request `request_id` when given: a retry of an admission of the
-    /// same subject, scope and id, while remembered, gets the same answer (the same lease,
-    /// still held by the request that took it) and takes nothing. The shadow mode of the scope is
-    /// applied here (the caller's `ask` says neither).
+    /// same subject, scope and id is judged by `core::request` (in progress while the first
+    /// admission's lease lives, then replayed, taking nothing, while it asks for the same terms
+    /// and replays are left; otherwise charged). The shadow mode of the scope is applied here
+    /// (the caller's `ask` says neither).
     pub fn acquire_request(
         &mut self,
         subject: &[u8],
@@ -117,18 +122,30 @@ impl Limiter {
         ask.dry_run = self.settings.dry_run.covers(scope);
         let result = match self.key_for(scope, subject) {
             Ok(key) => {
-                ask.request = self.request(scope, subject, request_id);
+                let limit = Limit {
+                    scope,
+                    policy: ask.policy,
+                    cost: ask.cost,
+                };
+                let terms = Terms::of(Kind::Acquire, &[limit], ask.max_inflight);
+                ask.request = self.request(scope, subject, request_id, terms);
                 self.store.acquire(&key, &ask, ttl, &self.unwritten)
             }
             Err(e) => Err(e),
         };
         let acquired = self.settle(result, |a| &a.verdict, Acquired::unavailable)?;
-        self.hold(acquired.lease, &acquired.verdict);
+        self.hold(acquired.lease);
         Ok(acquired)
     }
 
-    /// The request id's remembered name in `scope`, when the call has one.
-    fn request(&self, scope: &str, subject: &[u8], id: Option<&[u8]>) -> Option<Request> {
+    /// The request id's remembered name in `scope`, with the call's terms, when it has one.
+    fn request(
+        &self,
+        scope: &str,
+        subject: &[u8],
+        id: Option<&[u8]>,
+        terms: Terms,
+    ) -> Option<Request> {
         id.map(|id| Request {
             name: self.keys.request(
                 scope.as_bytes(),
@@ -136,6 +153,8 @@ impl Limiter {
                 id,
             ),
             ttl_ms: self.settings.request_ttl_ms,
+            terms,
+            replays: self.settings.request_replays,
         })
     }
 
@@ -169,13 +188,11 @@ impl Limiter {
         Ok(unavailable(self.settings.fail_open))
     }
 
-    /// Keeps a lease taken for release at request end. A retry's lease stays with the request
-    /// that took it (which releases it at its end, also after a fatal error): another attempt
-    /// ending first must not free the slot while the first still runs. (The retry may release
-    /// it explicitly.)
-    fn hold(&mut self, lease: Option<LeaseToken>, verdict: &Verdict) {
+    /// Keeps a lease taken for release at request end. (A replay holds none: the lease of the
+    /// admission it repeats stays with the request that took it.)
+    fn hold(&mut self, lease: Option<LeaseToken>) {
         if let Some(token) = lease {
-            if !verdict.retried && !self.held.contains(&token) {
+            if !self.held.contains(&token) {
                 self.held.push(token);
             }
         }
@@ -201,7 +218,17 @@ impl Limiter {
         let result = match self.keys.check(self.store.as_mut(), &self.log) {
             Ok(()) => {
                 let keys: Vec<BucketKey> = scopes.iter().map(|s| self.key(s, subject)).collect();
-                asks[0].request = self.request(scopes[0], subject, request_id);
+                let limits: Vec<Limit<'_>> = scopes
+                    .iter()
+                    .zip(&asks)
+                    .map(|(scope, a)| Limit {
+                        scope,
+                        policy: a.policy,
+                        cost: a.cost,
+                    })
+                    .collect();
+                let terms = Terms::of(Kind::AcquireAll, &limits, asks[0].max_inflight);
+                asks[0].request = self.request(scopes[0], subject, request_id, terms);
                 self.store.acquire_all(&keys, &asks, ttl, &self.unwritten)
             }
             Err(e) => Err(e),
@@ -212,7 +239,7 @@ impl Limiter {
             |a| &a.verdict,
             |fail_open| AcquiredAll::unavailable(n, fail_open),
         )?;
-        self.hold(acquired.lease, &acquired.verdict);
+        self.hold(acquired.lease);
         Ok(acquired)
     }
 
@@ -315,8 +342,8 @@ mod tests {
         written: Counters,
         /// The asks the store was given.
         asks: Vec<Ask>,
-        /// Answer as a retry.
-        retry: bool,
+        /// Answer as a replay (no lease).
+        replay: bool,
     }
 
     struct Fake(Rc<RefCell<Script>>);
@@ -351,12 +378,13 @@ mod tests {
         ) -> Result<Acquired, StoreError> {
             self.step(unwritten)?;
             self.0.borrow_mut().asks.push(*ask);
-            let lease = (ask.max_inflight > 0).then_some(LeaseToken {
+            let replay = self.0.borrow().replay;
+            let lease = (ask.max_inflight > 0 && !replay).then_some(LeaseToken {
                 id: LeaseId([7; 16]),
                 key: *key,
             });
             let mut a = allowed(lease);
-            a.verdict.retried = self.0.borrow().retry;
+            a.verdict.replay = replay;
             Ok(a)
         }
         fn acquire_all(
@@ -425,6 +453,7 @@ mod tests {
             ipv6_prefix: 64,
             dry_run: DryRun::Scopes(vec!["shadow".into()]),
             request_ttl_ms: 60_000,
+            request_replays: 3,
         };
         (
             Limiter::new(
@@ -466,20 +495,55 @@ mod tests {
     }
 
     #[test]
-    fn a_retried_lease_is_held_by_the_request_that_took_it_only() {
+    fn a_replay_holds_nothing() {
         let (mut l, script) = limiter(&[], false);
         l.acquire_request(b"s", "default", &ask(1), Some(b"id"))
             .unwrap();
-        l.acquire_request(b"s", "default", &ask(1), Some(b"id"))
-            .unwrap();
-        assert_eq!(l.held().len(), 1, "the same lease, held once");
+        assert_eq!(l.held().len(), 1);
         l.end_request();
-        script.borrow_mut().retry = true;
+        script.borrow_mut().replay = true;
         let a = l
             .acquire_request(b"s", "default", &ask(1), Some(b"id"))
             .unwrap();
-        assert!(a.lease.is_some() && a.verdict.retried);
-        assert!(l.held().is_empty(), "another request's lease");
+        assert!(a.lease.is_none() && a.verdict.replay);
+        assert!(l.held().is_empty());
+    }
+
+    /// The terms a store compares a retry with: the kind of call, every limit's scope, limit,
+    /// period and cost, and the slot count; the replay budget from the settings.
+    #[test]
+    fn the_store_is_told_the_terms_of_the_call() {
+        let (mut l, script) = limiter(&[], false);
+        let id = Some(&b"id"[..]);
+        l.acquire_request(b"s", "a", &ask(1), id).unwrap();
+        l.acquire_request(b"s", "a", &ask(1), id).unwrap();
+        let mut costly = ask(1);
+        costly.cost = 2;
+        l.acquire_request(b"s", "a", &costly, id).unwrap();
+        l.acquire_request(b"s", "a", &ask(0), id).unwrap();
+        l.acquire_all(b"s", &["a"], &[ask(1)], id).unwrap();
+        l.acquire_all(b"s", &["a", "b"], &[ask(1), ask(0)], id)
+            .unwrap();
+        let asks = script.borrow().asks.clone();
+        let r: Vec<Request> = asks.iter().filter_map(|a| a.request).collect();
+        assert_eq!(r.len(), 6);
+        assert_eq!(r[0], r[1], "the same call, the same request");
+        assert_eq!(r[0].replays, 3);
+        for (i, other) in r.iter().enumerate().skip(2) {
+            assert_eq!(other.name, r[0].name, "one id in scope a: {i}");
+            assert_ne!(other.terms, r[0].terms, "call {i}");
+        }
+        assert_ne!(r[4].terms, r[5].terms);
+        let expected = Terms::of(
+            Kind::Acquire,
+            &[Limit {
+                scope: "a",
+                policy: ask(1).policy,
+                cost: 1,
+            }],
+            1,
+        );
+        assert_eq!(r[0].terms, expected);
     }
 
     #[test]

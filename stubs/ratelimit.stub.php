@@ -29,7 +29,8 @@
  * | ratelimit.ipv6_prefix       | 64       | IPv6 subjects are cut to this many bits before hashing           |
  * | ratelimit.fail_open         | 0        | 1: an "unavailable" decision is allowed (without a lease)         |
  * | ratelimit.dry_run           | ""       | shadow mode: empty (off), `*` (every scope) or scopes separated by commas; their "rate" and "inflight" denials are answered allowed with `dryRun` true (charged as for real: a denial takes nothing, gets no lease, sends no Retry-After), counted as `dry_run_denied`. "unavailable" stays unavailable (only fail_open admits it) |
- * | ratelimit.request_ttl       | 60       | seconds an admission with a `$request_id` and without a lease is remembered for its retries (with a lease: as long as the lease lives) |
+ * | ratelimit.request_ttl       | 60       | seconds an admission with a `$request_id` is remembered for its retries (with a lease, at least as long as ratelimit.lease_ttl) |
+ * | ratelimit.request_replays   | 3        | how many times such an admission is replayed (answered again, taking nothing, `$replay` true), 0 .. 1000; 0: never. After that, a retry is charged like any call |
  * | ratelimit.backend           | sqlite   | `sqlite` (one file per host) or `redis` (one Redis or Redis Cluster for every host of a site) |
  * | ratelimit.redis_url         | "redis://127.0.0.1:6379/0" | Redis address: `redis://[user:password@]host:port/db`, `rediss://` for TLS (roots from the system or SSL_CERT_FILE), `unix:///path/redis.sock` |
  * | ratelimit.redis_cluster     | ""       | comma-separated seed node URLs; not empty: Redis Cluster (`redis_url` unused) |
@@ -64,9 +65,12 @@ namespace RateLimit {
 
         /**
          * Why: "ok" (allowed), "rate" (not enough tokens), "inflight" (tokens suffice but all
-         * `$inflight` slots are held by live leases), "unavailable" (the database stayed busy for
-         * ratelimit.busy_timeout_ms, the storage failed: disk full, read-only, I/O error, a
-         * corrupt file moved aside; or every bucket holds a live lease and the table is full).
+         * `$inflight` slots are held by live leases), "in_progress" (a retry with the same
+         * `$request_id` and terms while the first admission's lease is live: the first request
+         * still runs; `$retryAfter` is until that lease ends), "unavailable" (the database
+         * stayed busy for ratelimit.busy_timeout_ms, the storage failed: disk full, read-only,
+         * I/O error, a corrupt file moved aside; or every bucket holds a live lease and the
+         * table is full).
          */
         public readonly string $reason;
 
@@ -83,6 +87,8 @@ namespace RateLimit {
          * - "inflight": an estimate, an upper bound: seconds until the earliest live lease of this
          *   subject and scope expires (ratelimit.lease_ttl after it was taken); a release frees
          *   the slot sooner.
+         * - "in_progress": an upper bound likewise: seconds until the first admission's lease
+         *   expires (its release, at the end of its request, ends it sooner).
          * - "unavailable": an estimate, always 1.0.
          */
         public readonly float $retryAfter;
@@ -93,8 +99,8 @@ namespace RateLimit {
         /**
          * The lease taken by an allowed call with `$inflight > 0`, as an opaque token that any
          * process (of any host sharing the store) can release. Null otherwise (also when allowed
-         * by fail_open). Give it (or this Decision) to ratelimit_release(); it also ends at the
-         * end of the request and ratelimit.lease_ttl seconds after it was taken.
+         * by fail_open, and for a replay). Give it (or this Decision) to ratelimit_release(); it
+         * also ends at the end of the request and ratelimit.lease_ttl seconds after it was taken.
          *
          * Format, versioned: a version character, then lowercase hexadecimal. Version "1" (97
          * characters): "1", the lease's 128 random bits, then the pseudonyms of its bucket and of
@@ -111,12 +117,23 @@ namespace RateLimit {
         public readonly bool $dryRun;
 
         /**
+         * True only for a replay: a retry with the same `$request_id` and terms answered as a
+         * repeat of an earlier admission (see ratelimit_acquire()). `$allowed` is true, `$reason`
+         * "ok", `$source` "replay" ("fallback" when this host's local fallback answered it while
+         * Redis was unavailable); it took nothing and holds no lease (`$lease` null: releasing
+         * it frees nothing); `$remaining`, `$resetAfter` and headers() describe the bucket as it
+         * stands now. The work of the request was admitted once already: do not run it again
+         * (answer what the first attempt answered, e.g. 200 "already accepted").
+         */
+        public readonly bool $replay;
+
+        /**
          * Who decided: "store" (the configured store, in its atomic step), "deny_cache" (a
          * recent "rate" denial of this bucket repeated locally, without asking the store, until
          * its wait is over), "fallback" (the primary store, e.g. Redis, was unavailable: this
-         * host's local SQLite file decided) or "fail_open" (no store could decide: `$reason`
+         * host's local SQLite file decided), "fail_open" (no store could decide: `$reason`
          * is "unavailable", and ratelimit.fail_open decided: allowed when it is 1, denied when
-         * it is 0).
+         * it is 0) or "replay" (the store repeated an earlier admission: see `$replay`).
          */
         public readonly string $source;
 
@@ -175,16 +192,25 @@ namespace {
      * @param string|null $request_id what makes a retry the same request (an Idempotency-Key
      *                           header, a queue's job id), 1 .. 255 bytes, never stored in
      *                           clear (a pseudonym of scope, subject and id). An admission with
-     *                           it is remembered while its lease lives or, without a lease, for
-     *                           ratelimit.request_ttl seconds: a call with the same subject,
-     *                           scope and id then gets the same answer (allowed, the same lease,
-     *                           still held by the first request, which releases it at its end;
-     *                           the retry may release it explicitly) and takes nothing (counted
-     *                           as `retries`). A denial is not remembered. Once
-     *                           the lease ended (released, at the end of the first request also
-     *                           after a fatal error, or expired) a retry is decided afresh.
+     *                           it is remembered for ratelimit.request_ttl seconds (with a
+     *                           lease, at least ratelimit.lease_ttl) with its terms: this
+     *                           function, `$limit`, `$per`, `$cost`, `$inflight` and `$scope`.
+     *                           A later call with the same subject, scope, id and terms is:
+     *                           - while the first admission's lease lives: denied, reason
+     *                             "in_progress", `$retryAfter` until that lease ends, nothing
+     *                             taken, no lease (never two in flight for one id);
+     *                           - otherwise a replay, at most ratelimit.request_replays times:
+     *                             allowed with `$replay` true and `$source` "replay", nothing
+     *                             taken, no lease (counted as `retries`): do not run the work
+     *                             again;
+     *                           - after that, charged like any call (and remembered anew).
+     *                           A call with the same id and other terms (another cost, limit,
+     *                           period, inflight, or ratelimit_acquire_all()) is charged like
+     *                           any call, never free and never an error: the id comes from the
+     *                           client, who may reuse it with other parameters. A denial is not
+     *                           remembered.
      *
-     * @return \RateLimit\Decision reason "ok", "rate", "inflight" or "unavailable"
+     * @return \RateLimit\Decision reason "ok", "rate", "inflight", "in_progress" or "unavailable"
      *
      * @throws \ValueError            an argument out of its bounds (e.g. "ratelimit_acquire(): Argument #2
      *                                ($limit) must be greater than 0")
@@ -218,10 +244,12 @@ namespace {
      * @param int|null $inflight most live leases, >= 0, of the FIRST limit's bucket (the
      *                           only one that holds a lease); null: ratelimit.inflight (0)
      * @param string|null $request_id as for ratelimit_acquire(), remembered in the FIRST limit's
-     *                           bucket; a retry takes nothing and its headers show every limit as
-     *                           it stands
+     *                           bucket; the terms are every limit (scope, limit, per), `$cost`
+     *                           and `$inflight`. A replay reports the limit with the fewest
+     *                           tokens left, an "in_progress" denial the first limit; both take
+     *                           nothing, and their headers show every limit as it stands
      *
-     * @return \RateLimit\Decision reason "ok", "rate", "inflight" or "unavailable"
+     * @return \RateLimit\Decision reason "ok", "rate", "inflight", "in_progress" or "unavailable"
      *
      * @throws \ValueError            an argument or an element out of its bounds, naming its
      *                                index (e.g. "ratelimit_acquire_all(): Argument #2 ($limits)
@@ -280,7 +308,9 @@ namespace {
      * written while the file was busy, and a denial decided from a snapshot, are written by that
      * worker's next write, within about a second, or at its end; its own stats include them):
      *
-     * - allowed, denied_rate, denied_inflight, unavailable: decisions by outcome
+     * - allowed, denied_rate, denied_inflight, denied_in_progress, unavailable: decisions by
+     *   outcome (denied_in_progress: retries of a `$request_id` while its first admission's
+     *   lease lived; not in a bucket's counts of ratelimit_top())
      * - leases_expired: leases ended by ratelimit.lease_ttl
      * - evicted: least recently used buckets dropped to keep ratelimit.max_entries
      * - clock_regressions: decisions that saw the wall clock behind a bucket's stored time
@@ -289,7 +319,8 @@ namespace {
      * - storage_errors: storage faults met while deciding (each an "unavailable" decision)
      * - dry_run_denied: denials of shadow scopes (ratelimit.dry_run) answered allowed; each is
      *   counted under denied_rate or denied_inflight too
-     * - retries: calls answered from a remembered admission of the same `$request_id`
+     * - retries: replays, calls answered as a repeat of an earlier admission of the same
+     *   `$request_id` and terms, taking nothing
      * - redis_errors: failed calls to the primary store (Redis) behind the host's breaker
      * - fallback_switches: times the host's breaker opened and decisions moved to the local
      *   fallback (counted once per host, not per worker)
@@ -300,7 +331,7 @@ namespace {
      * - breaker: the host's breaker in front of the primary store, "closed", "open" or
      *   "half-open" ("closed" when there is none, as for SQLite)
      *
-     * @return array{allowed: int, denied_rate: int, denied_inflight: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, breaker: string}
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, denied_in_progress: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, breaker: string}
      *
      * @throws \RateLimit\Exception database not creatable or not ours
      */
@@ -311,7 +342,7 @@ namespace {
      * 0.0.4, for a scrape endpoint (send it as `Content-Type: text/plain; version=0.0.4`):
      *
      * - ratelimit_info{backend, version} (gauge, always 1)
-     * - ratelimit_decisions_total{result="allowed|rate|inflight|unavailable"}
+     * - ratelimit_decisions_total{result="allowed|rate|inflight|in_progress|unavailable"}
      * - ratelimit_leases_expired_total, ratelimit_evicted_total, ratelimit_clock_regressions_total,
      *   ratelimit_keys_migrated_total, ratelimit_reopened_total, ratelimit_storage_errors_total,
      *   ratelimit_dry_run_denied_total, ratelimit_retries_total, ratelimit_redis_errors_total,

@@ -103,8 +103,79 @@ fn eval_bucket_lua(driver: &str, args: &[String]) -> Vec<i64> {
     cmd.query(&mut c).unwrap()
 }
 
+/// Runs `request.lua`'s judge on records given as its HMGET fields ('' for a missing one),
+/// each case 9 arguments: b, l, t, n, e, the lease's expiry ('' for none), the call's bucket
+/// and terms, now. Returns, per case, 0 fresh, 1 replay or 2 in progress, and the lease's end.
+fn eval_request_judge(args: &[String]) -> Vec<i64> {
+    let src = format!(
+        "{}\n{}\n{}",
+        include_str!("../src/storage/redis/lua/bucket.lua"),
+        include_str!("../src/storage/redis/lua/request.lua"),
+        "local function f(x) if x == '' then return false end return x end \
+         local out = {} \
+         for i = 1, #ARGV, 9 do \
+           local r = { f(ARGV[i]), f(ARGV[i + 1]), f(ARGV[i + 2]), f(ARGV[i + 3]), f(ARGV[i + 4]) } \
+           local j, ends = judge_request(r, tonumber(ARGV[i + 5]), ARGV[i + 6], ARGV[i + 7], \
+             tonumber(ARGV[i + 8])) \
+           local code = 0 \
+           if j == 'replay' then code = 1 elseif j == 'progress' then code = 2 end \
+           out[#out + 1] = code out[#out + 1] = ends or 0 \
+         end return out"
+    );
+    let client = redis::Client::open(env("RL_REDIS_URL")).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(src).arg(0);
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.query(&mut c).unwrap()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The scripts' judge is the core's: the same answer for every record, lease and call
+    /// (a record without terms, the format before them, is none).
+    #[test]
+    fn the_lua_judge_of_request_ids_is_the_cores(
+        cases in proptest::collection::vec((
+            (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+            (0u32..4, 0i64..100, 0i64..100, proptest::option::of(0i64..100)),
+        ), 32)
+    ) {
+        use ratelimit::core::request::{judge, Judgement, Record, Terms};
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let mut args = Vec::new();
+        let mut want = Vec::new();
+        for ((has, old_format, same_bucket, same_terms), (n, e, now, lease)) in &cases {
+            let (bucket, terms) = ([1u8; 16], Terms([2; 16]));
+            let call_bucket = if *same_bucket { bucket } else { [3; 16] };
+            let call_terms = if *same_terms { terms } else { Terms([4; 16]) };
+            let fields: [String; 5] = if *has {
+                [
+                    hex(&bucket),
+                    if lease.is_some() { "ab".into() } else { String::new() },
+                    if *old_format { String::new() } else { hex(&terms.0) },
+                    n.to_string(),
+                    e.to_string(),
+                ]
+            } else {
+                Default::default()
+            };
+            args.extend(fields);
+            args.push(lease.map(|l| l.to_string()).unwrap_or_default());
+            args.extend([hex(&call_bucket), hex(&call_terms.0), now.to_string()]);
+            let record = Record { bucket, terms, replays_left: *n, expires: *e };
+            let seen = (*has && !*old_format).then_some(&record);
+            want.extend(match judge(seen, &call_bucket, &call_terms, *now, *lease) {
+                Judgement::Fresh => [0, 0],
+                Judgement::Replay => [1, 0],
+                Judgement::InProgress { until } => [2, until],
+            });
+        }
+        prop_assert_eq!(eval_request_judge(&args), want);
+    }
 
     /// The Lua muldiv is exact wherever the bucket arithmetic calls it: a <= c < 2^50, b < 2^50.
     #[test]

@@ -405,6 +405,60 @@ fn a_denial_is_decided_while_another_writer_holds_the_lock() {
     holder.execute_batch("COMMIT").unwrap();
 }
 
+/// Issue 20: a fresh request id on every denied call must not turn each denial into a write.
+/// With another connection holding the write lock, a call with a fresh id on an emptied bucket
+/// is denied from the snapshot (record and bucket read together) at once, as is a retry in
+/// progress; only a replay (which counts down its record) needs the lock.
+#[test]
+fn denials_and_retries_in_progress_with_request_ids_need_no_write() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = SqliteStore::open(&f.path, 5_000, 1_000, clock.clock()).unwrap();
+    let a = |id: u8| with_request(ask(1, 3_600_000, 0), id, 60_000);
+    assert!(s
+        .acquire(&key(1), &a(1), 60_000, &NONE)
+        .unwrap()
+        .verdict
+        .took());
+    // After an admission this process goes to the write lock first; a denial sends it back
+    // to snapshots.
+    let v = s.acquire(&key(1), &a(2), 60_000, &NONE).unwrap().verdict;
+    assert_eq!(v.reason, Reason::Rate);
+    let held = with_request(ask(5, 3_600_000, 1), 9, 60_000);
+    let first = s.acquire(&key(2), &held, 60_000, &NONE).unwrap();
+    assert!(first.lease.is_some());
+    let v = s.acquire(&key(2), &held, 60_000, &NONE).unwrap().verdict;
+    assert_eq!(v.reason, Reason::InProgress);
+    let holder = rusqlite::Connection::open(&f.path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    for id in 10..60 {
+        let v = s.acquire(&key(1), &a(id), 60_000, &NONE).unwrap().verdict;
+        assert_eq!((v.allowed, v.reason), (false, Reason::Rate));
+    }
+    let r = s.acquire(&key(2), &held, 60_000, &NONE).unwrap();
+    assert_eq!((r.verdict.reason, r.lease), (Reason::InProgress, None));
+    // 51 calls that each waited for the lock would take 51 x 5 s.
+    assert!(
+        started.elapsed() < Duration::from_millis(2_000),
+        "{:?}",
+        started.elapsed()
+    );
+    // A replay needs the lock: busy for a store with a short budget.
+    let mut quick = open(&f.path, 10, &clock);
+    let replay = quick.acquire(&key(1), &a(1), 60_000, &NONE);
+    assert!(replay.is_err_and(|e| e.kind() == ErrorKind::Busy));
+    holder.execute_batch("COMMIT").unwrap();
+    let r = quick.acquire(&key(1), &a(1), 60_000, &NONE).unwrap();
+    assert!(r.verdict.replay && r.verdict.allowed);
+    s.flush(&NONE).unwrap();
+    let c = quick.stats().unwrap().counters;
+    assert_eq!(
+        (c.allowed, c.denied_rate, c.denied_in_progress, c.retries),
+        (2, 51, 2, 1)
+    );
+}
+
 /// Counts of denials from snapshots are written by the process's next write, at the latest
 /// within a second (or when the store is flushed at process end): none is lost.
 #[test]

@@ -21,8 +21,8 @@ const REFRESH = 10;  // seconds between refreshes
 const HISTORY = 36;  // samples kept: 6 minutes at REFRESH = 10
 const TOP = 10;      // buckets in the pressure view
 const DECISIONS = ['allowed', 'denied_rate', 'denied_inflight', 'unavailable'];
-const OTHERS = ['leases_expired', 'evicted', 'clock_regressions', 'keys_migrated', 'reopened', 'storage_errors',
-    'dry_run_denied', 'retries', 'redis_errors', 'fallback_switches', 'fallback_decisions'];
+const OTHERS = ['denied_in_progress', 'leases_expired', 'evicted', 'clock_regressions', 'keys_migrated', 'reopened',
+    'storage_errors', 'dry_run_denied', 'retries', 'redis_errors', 'fallback_switches', 'fallback_decisions'];
 const COLOURS = ['allowed' => '#3a9a4a', 'denied_rate' => '#e08a1e', 'denied_inflight' => '#8a5ac8', 'unavailable' => '#c83a3a'];
 
 header('Content-Type: text/html; charset=utf-8');
@@ -109,7 +109,8 @@ $names = [
     'unavailable' => 'unavailable', 'leases_expired' => 'leases expired', 'evicted' => 'evicted',
     'clock_regressions' => 'clock regressions', 'keys_migrated' => 'keys migrated',
     'reopened' => 'database reopened', 'storage_errors' => 'storage errors',
-    'dry_run_denied' => 'shadow: would-be denials', 'retries' => 'retries (same request id)',
+    'dry_run_denied' => 'shadow: would-be denials', 'retries' => 'replays (same request id)',
+    'denied_in_progress' => 'denied: in progress (same request id)',
     'redis_errors' => 'Redis errors', 'fallback_switches' => 'switches to the local fallback',
     'fallback_decisions' => 'decided by the local fallback',
 ];

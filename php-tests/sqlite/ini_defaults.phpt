@@ -23,7 +23,7 @@ foreach (ini_get_all('ratelimit') as $k => $info) {
 }
 var_dump(ini_set('ratelimit.limit', '5'), ini_get('ratelimit.limit'));
 var_dump(ini_set('ratelimit.db_path', '/tmp/elsewhere.sqlite') === false);
-var_dump(ini_set('ratelimit.dry_run', '*') === false, ini_set('ratelimit.request_ttl', '5') === false);
+var_dump(ini_set('ratelimit.dry_run', '*') === false, ini_set('ratelimit.request_ttl', '5') === false, ini_set('ratelimit.request_replays', '5') === false);
 
 echo "-- defaults in use\n";
 $d = ratelimit_acquire('x');
@@ -58,10 +58,12 @@ ratelimit.redis_fallback='none'
 ratelimit.redis_prefix='rl:'
 ratelimit.redis_timeout_ms='50'
 ratelimit.redis_url='redis://127.0.0.1:6379/0'
+ratelimit.request_replays='3'
 ratelimit.request_ttl='60'
 -- PHP_INI_SYSTEM
 bool(false)
 string(2) "60"
+bool(true)
 bool(true)
 bool(true)
 bool(true)

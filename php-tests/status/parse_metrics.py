@@ -36,6 +36,7 @@ SAMPLES = {
     "allowed": ("ratelimit_decisions_total", {"result": "allowed"}),
     "denied_rate": ("ratelimit_decisions_total", {"result": "rate"}),
     "denied_inflight": ("ratelimit_decisions_total", {"result": "inflight"}),
+    "denied_in_progress": ("ratelimit_decisions_total", {"result": "in_progress"}),
     "unavailable": ("ratelimit_decisions_total", {"result": "unavailable"}),
     "leases_expired": ("ratelimit_leases_expired_total", {}),
     "evicted": ("ratelimit_evicted_total", {}),

@@ -111,6 +111,31 @@ pub fn decide_all(stored: &[Option<Bucket>], asks: &[Ask], slots: Slots, now: i6
     }
 }
 
+/// The answer of a compound call with a request id that the store judged a replay or in
+/// progress (see `core::request`), from each limit's bucket as it stands (`peeked`, each a
+/// [`decision::peek`]): nothing is charged. A replay reports the tightest limit (as an
+/// admission would), answered as a replay; in progress reports the first limit, whose bucket
+/// holds the lease, denied until `until` (allowed when `dry_run`, a shadow scope). None for a
+/// call to decide afresh.
+pub fn remembered(
+    peeked: &[Verdict],
+    judgement: super::request::Judgement,
+    now: i64,
+    dry_run: bool,
+) -> Option<(usize, Verdict)> {
+    use super::request::Judgement;
+    match judgement {
+        Judgement::Fresh => None,
+        Judgement::Replay => {
+            let reported = tightest(peeked);
+            Some((reported, decision::as_replay(peeked[reported])))
+        }
+        Judgement::InProgress { until } => {
+            Some((0, decision::as_in_progress(peeked[0], until, now, dry_run)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +184,30 @@ mod tests {
         );
         assert_eq!(d.buckets[1].tokens, 0);
         assert_eq!(d.each[0].remaining, 5, "reported as it stands");
+    }
+
+    #[test]
+    fn a_remembered_answer_charges_nothing_and_reports_by_its_kind() {
+        use crate::core::request::Judgement;
+        let p = [ask(10, 1_000).policy, ask(1, 60_000).policy];
+        let peeked = [
+            decision::peek(None, &p[0], 0),
+            decision::peek(empty(), &p[1], 0),
+        ];
+        assert_eq!(remembered(&peeked, Judgement::Fresh, 0, false), None);
+        let (reported, v) = remembered(&peeked, Judgement::Replay, 0, false).unwrap();
+        assert_eq!(reported, 1, "the tightest limit, as it stands");
+        assert_eq!(
+            (v.allowed, v.reason, v.replay, v.remaining, v.retry_after_ms),
+            (true, Reason::Ok, true, 0, 0)
+        );
+        let (reported, v) =
+            remembered(&peeked, Judgement::InProgress { until: 700 }, 200, false).unwrap();
+        assert_eq!(reported, 0, "the first limit holds the lease");
+        assert_eq!(
+            (v.allowed, v.reason, v.retry_after_ms, v.remaining),
+            (false, Reason::InProgress, 500, 10)
+        );
     }
 
     #[test]

@@ -93,6 +93,16 @@ pub const SHARED: [Directive; 11] = [
         )?;
         Ok(())
     }),
+    // 3: a client's usual retry budget (see core::request::DEFAULT_REPLAYS).
+    directive(c"ratelimit.request_replays", c"3", |c, v| {
+        c.request_replays = int_in(
+            v,
+            0,
+            u64::from(super::request::MAX_REPLAYS),
+            "expected an integer from 0 to 1000",
+        )? as u32;
+        Ok(())
+    }),
 ];
 
 /// Shadow mode (`ratelimit.dry_run`): the scopes whose denials are answered `allowed`.
@@ -347,8 +357,11 @@ pub struct Config {
     pub ipv6_prefix: u8,
     pub fail_open: bool,
     pub dry_run: DryRun,
-    /// How long an admission with a request id and without a lease is remembered.
+    /// How long an admission with a request id is remembered (with a lease, at least as long
+    /// as the lease).
     pub request_ttl_ms: u64,
+    /// How many times a remembered admission may be replayed (0: never).
+    pub request_replays: u32,
     pub backend: Backend,
     pub sqlite: SqliteConfig,
     pub redis: RedisConfig,
@@ -546,6 +559,21 @@ mod tests {
         assert!(c.set("ratelimit.request_ttl", "0").is_err());
         c.set("ratelimit.request_ttl", "2.5").unwrap();
         assert_eq!(c.request_ttl_ms, 2_500);
+    }
+
+    #[test]
+    fn request_replays_default_to_three_and_take_0_to_1000() {
+        let mut c = Config::defaults();
+        assert_eq!(c.request_replays, crate::core::request::DEFAULT_REPLAYS);
+        assert_eq!(c.request_replays, 3);
+        for bad in ["-1", "1001", "2.5", "x", ""] {
+            assert!(c.set("ratelimit.request_replays", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(c.request_replays, 3, "the previous value stays");
+        c.set("ratelimit.request_replays", "0").unwrap();
+        assert_eq!(c.request_replays, 0);
+        c.set("ratelimit.request_replays", " 1000 ").unwrap();
+        assert_eq!(c.request_replays, 1_000);
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub struct Counters {
     pub allowed: u64,
     pub denied_rate: u64,
     pub denied_inflight: u64,
+    /// Retries denied while the first admission of their request id still holds its lease.
+    pub denied_in_progress: u64,
     pub unavailable: u64,
     pub leases_expired: u64,
     pub evicted: u64,
@@ -24,7 +26,8 @@ pub struct Counters {
     /// Denials of shadow scopes (`ratelimit.dry_run`), answered `allowed`; each is counted
     /// under its real reason too.
     pub dry_run_denied: u64,
-    /// Calls answered from a remembered admission of the same request id, taking nothing.
+    /// Replays: calls answered as a repeat of an earlier admission of the same request id and
+    /// terms, taking nothing (see `core::request`).
     pub retries: u64,
     /// Failed calls to the primary store behind a breaker (Redis), of any kind, including
     /// the failed probes; calls the open breaker refused are not calls and are not counted.
@@ -45,6 +48,7 @@ impl Counters {
             Reason::Rate => self.denied_rate += 1,
             Reason::Inflight => self.denied_inflight += 1,
             Reason::Unavailable => self.unavailable += 1,
+            Reason::InProgress => self.denied_in_progress += 1,
         }
     }
 
@@ -58,6 +62,7 @@ impl Counters {
         self.allowed += o.allowed;
         self.denied_rate += o.denied_rate;
         self.denied_inflight += o.denied_inflight;
+        self.denied_in_progress += o.denied_in_progress;
         self.unavailable += o.unavailable;
         self.leases_expired += o.leases_expired;
         self.evicted += o.evicted;
@@ -83,6 +88,7 @@ impl Counters {
             "allowed" => &mut self.allowed,
             "denied_rate" => &mut self.denied_rate,
             "denied_inflight" => &mut self.denied_inflight,
+            "denied_in_progress" => &mut self.denied_in_progress,
             "unavailable" => &mut self.unavailable,
             "leases_expired" => &mut self.leases_expired,
             "evicted" => &mut self.evicted,
@@ -100,11 +106,12 @@ impl Counters {
     }
 
     /// Named pairs, in the order `ratelimit_stats()` lists them.
-    pub fn named(&self) -> [(&'static str, u64); 15] {
+    pub fn named(&self) -> [(&'static str, u64); 16] {
         [
             ("allowed", self.allowed),
             ("denied_rate", self.denied_rate),
             ("denied_inflight", self.denied_inflight),
+            ("denied_in_progress", self.denied_in_progress),
             ("unavailable", self.unavailable),
             ("leases_expired", self.leases_expired),
             ("evicted", self.evicted),
@@ -159,12 +166,19 @@ mod tests {
             Reason::Rate,
             Reason::Inflight,
             Reason::Unavailable,
+            Reason::InProgress,
         ] {
             c.record(r);
         }
         assert_eq!(
-            (c.allowed, c.denied_rate, c.denied_inflight, c.unavailable),
-            (2, 1, 1, 1)
+            (
+                c.allowed,
+                c.denied_rate,
+                c.denied_inflight,
+                c.unavailable,
+                c.denied_in_progress
+            ),
+            (2, 1, 1, 1, 1)
         );
         assert_eq!(
             (c.leases_expired, c.evicted, c.clock_regressions),
@@ -178,24 +192,25 @@ mod tests {
             allowed: 1,
             denied_rate: 2,
             denied_inflight: 3,
-            unavailable: 4,
-            leases_expired: 5,
-            evicted: 6,
-            clock_regressions: 7,
-            keys_migrated: 8,
-            reopened: 9,
-            storage_errors: 10,
-            dry_run_denied: 11,
-            retries: 12,
-            redis_errors: 13,
-            fallback_switches: 14,
-            fallback_decisions: 15,
+            denied_in_progress: 4,
+            unavailable: 5,
+            leases_expired: 6,
+            evicted: 7,
+            clock_regressions: 8,
+            keys_migrated: 9,
+            reopened: 10,
+            storage_errors: 11,
+            dry_run_denied: 12,
+            retries: 13,
+            redis_errors: 14,
+            fallback_switches: 15,
+            fallback_decisions: 16,
         };
         let mut sum = one;
         sum.add(&one);
         assert_eq!(
             sum.named().map(|(_, v)| v),
-            [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]
+            [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32]
         );
         assert!(!sum.is_zero() && Counters::default().is_zero());
     }

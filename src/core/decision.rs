@@ -14,6 +14,9 @@ pub enum Reason {
     Inflight,
     /// Storage busy or full of live leases: no decision could be made.
     Unavailable,
+    /// A retry of an admission made with the same request id and terms, whose lease is still
+    /// live: the first is still running (see `core::request`).
+    InProgress,
 }
 
 impl Reason {
@@ -23,6 +26,7 @@ impl Reason {
             Reason::Rate => "rate",
             Reason::Inflight => "inflight",
             Reason::Unavailable => "unavailable",
+            Reason::InProgress => "in_progress",
         }
     }
 }
@@ -41,6 +45,9 @@ pub enum Source {
     /// No store could decide ("unavailable"): `ratelimit.fail_open` did, admitting the call
     /// when it is on, denying it when it is off.
     FailOpen,
+    /// The answer repeats an earlier admission of the same request id and terms (a replay,
+    /// see `core::request`): the store answered it in its atomic step, taking nothing.
+    Replay,
 }
 
 impl Source {
@@ -50,6 +57,7 @@ impl Source {
             Source::DenyCache => "deny_cache",
             Source::Fallback => "fallback",
             Source::FailOpen => "fail_open",
+            Source::Replay => "replay",
         }
     }
 }
@@ -68,8 +76,10 @@ pub struct Verdict {
     /// A denial (`rate` or `inflight`) of a shadow scope (`ratelimit.dry_run`), answered
     /// `allowed` with its real reason kept; it took nothing, like every denial.
     pub dry_run: bool,
-    /// The answer remembered for a request id (a retry): it took nothing now.
-    pub retried: bool,
+    /// A replay: the answer repeated for a retry of an earlier admission with the same request
+    /// id and terms. Allowed, it took nothing and holds no lease; its numbers are the bucket's
+    /// as it stands now.
+    pub replay: bool,
     /// Who decided.
     pub source: Source,
 }
@@ -89,7 +99,7 @@ impl Verdict {
             reset_after_ms: 0,
             next_token_ms: 0,
             dry_run: false,
-            retried: false,
+            replay: false,
             // No store could decide: the operator's fail_open choice did (allowed when it
             // admits, denied when it does not), whatever the reason the store gave.
             source: Source::FailOpen,
@@ -97,9 +107,9 @@ impl Verdict {
     }
 
     /// Whether this decision took what it asked for (tokens, and a slot if asked): a real
-    /// admission, never a shadow one nor a fail-open one.
+    /// admission, never a shadow one, a fail-open one nor a replay.
     pub fn took(&self) -> bool {
-        self.reason == Reason::Ok
+        self.reason == Reason::Ok && !self.replay
     }
 }
 
@@ -111,7 +121,7 @@ pub struct Ask {
     pub max_inflight: u64,
     /// The scope is a shadow one (`ratelimit.dry_run`): a denial is answered `allowed`.
     pub dry_run: bool,
-    /// The retried request this call is (see [`Request`]), if any.
+    /// The request id this call carries (see [`Request`]), if any.
     pub request: Option<Request>,
 }
 
@@ -129,13 +139,18 @@ impl Ask {
 }
 
 /// A call made with a request id (`ratelimit_acquire(..., $request_id)`): its admission is
-/// remembered under `name` (a pseudonym of scope, subject and id) until its lease ends or,
-/// without a lease, for `ttl_ms`; a later call with the same name gets the same answer and
-/// takes nothing.
+/// remembered under `name` (a pseudonym of scope, subject and id) with its `terms`, for
+/// `ttl_ms` (or as long as its lease, if longer), and a later call with the same name is
+/// judged by [`super::request::judge`]: in progress while the lease lives, then replayed at most
+/// `replays` times, otherwise charged afresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     pub name: super::subject::Pseudonym,
     pub ttl_ms: u64,
+    /// What the call asked for: only a retry with the same terms is the same request.
+    pub terms: super::request::Terms,
+    /// Replays allowed after the admission (`ratelimit.request_replays`).
+    pub replays: u32,
 }
 
 /// The result: the bucket to store and the verdict.
@@ -163,7 +178,7 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
         Reason::Ok
     };
     let retry_after_ms = match reason {
-        Reason::Ok | Reason::Unavailable => 0,
+        Reason::Ok | Reason::Unavailable | Reason::InProgress => 0,
         Reason::Rate => bucket.wait_for(p, cost, now),
         Reason::Inflight => slots
             .earliest_expiry
@@ -183,7 +198,7 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
         reset_after_ms: bucket.wait_until_full(p, now),
         next_token_ms: bucket.wait_for_next_token(p, now),
         dry_run,
-        retried: false,
+        replay: false,
         source: Source::Store,
     };
     Decided {
@@ -208,6 +223,51 @@ pub fn peek(stored: Option<Bucket>, policy: &Policy, now: i64) -> Verdict {
         v.next_token_ms = b.wait_for_next_token(policy, now);
     }
     v
+}
+
+/// A replay (see [`super::request::Judgement::Replay`]): allowed, nothing taken, no lease; its
+/// numbers are the bucket's as it stands now, as a peek would say.
+pub fn replay(stored: Option<Bucket>, policy: &Policy, now: i64) -> Verdict {
+    as_replay(peek(stored, policy, now))
+}
+
+/// A peek's verdict (the bucket as it stands) answered as a replay.
+pub fn as_replay(peeked: Verdict) -> Verdict {
+    Verdict {
+        allowed: true,
+        reason: Reason::Ok,
+        retry_after_ms: 0,
+        dry_run: false,
+        replay: true,
+        source: Source::Replay,
+        ..peeked
+    }
+}
+
+/// A retry while the first admission's lease lives until `until` (see
+/// [`super::request::Judgement::InProgress`]): denied until then, nothing taken; the bucket as
+/// it stands now. In a shadow scope (`dry_run`) answered allowed, as its other denials are.
+pub fn in_progress(
+    stored: Option<Bucket>,
+    policy: &Policy,
+    until: i64,
+    now: i64,
+    dry_run: bool,
+) -> Verdict {
+    as_in_progress(peek(stored, policy, now), until, now, dry_run)
+}
+
+/// A peek's verdict (the bucket as it stands) answered as in progress until `until`.
+pub fn as_in_progress(peeked: Verdict, until: i64, now: i64, dry_run: bool) -> Verdict {
+    Verdict {
+        allowed: dry_run,
+        reason: Reason::InProgress,
+        retry_after_ms: (i128::from(until) - i128::from(now)).max(0) as u64,
+        dry_run,
+        replay: false,
+        source: Source::Store,
+        ..peeked
+    }
 }
 
 #[cfg(test)]
@@ -339,9 +399,13 @@ mod tests {
             Source::DenyCache,
             Source::Fallback,
             Source::FailOpen,
+            Source::Replay,
         ]
         .map(Source::as_str);
-        assert_eq!(names, ["store", "deny_cache", "fallback", "fail_open"]);
+        assert_eq!(
+            names,
+            ["store", "deny_cache", "fallback", "fail_open", "replay"]
+        );
     }
 
     #[test]
@@ -376,6 +440,53 @@ mod tests {
         let d = decide(None, &a, Slots::default(), 0);
         assert!(d.verdict.took() && !d.verdict.dry_run);
         assert_eq!(d.bucket.tokens, 4_000);
+    }
+
+    #[test]
+    fn a_replay_takes_nothing_and_tells_the_bucket_as_it_stands() {
+        let p = Policy::new(5, 60_000).unwrap();
+        let half = Bucket {
+            tokens: 2_500,
+            stamp: 0,
+        };
+        let v = replay(Some(half), &p, 12_000);
+        assert_eq!(
+            (v.allowed, v.reason, v.replay, v.source),
+            (true, Reason::Ok, true, Source::Replay)
+        );
+        assert!(!v.took(), "a replay is no admission");
+        assert_eq!((v.remaining, v.retry_after_ms), (3, 0));
+        assert_eq!(
+            v.reset_after_ms,
+            peek(Some(half), &p, 12_000).reset_after_ms
+        );
+        let empty = Bucket {
+            tokens: 0,
+            stamp: 0,
+        };
+        let v = replay(Some(empty), &p, 0);
+        assert!(
+            v.allowed && v.remaining == 0,
+            "allowed even with the bucket empty"
+        );
+    }
+
+    #[test]
+    fn in_progress_is_a_denial_until_the_lease_ends() {
+        let p = Policy::new(5, 60_000).unwrap();
+        let v = in_progress(None, &p, 30_000, 10_000, false);
+        assert_eq!(
+            (v.allowed, v.reason.as_str(), v.retry_after_ms, v.remaining),
+            (false, "in_progress", 20_000, 5)
+        );
+        assert!(!v.took() && !v.replay && !v.dry_run);
+        let v = in_progress(None, &p, 30_000, 10_000, true);
+        assert_eq!(
+            (v.allowed, v.dry_run),
+            (true, true),
+            "a shadow scope admits"
+        );
+        assert!(!v.took());
     }
 
     /// tests/vectors/decisions.tsv (also run through every store by the conformance suite),

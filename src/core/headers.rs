@@ -1,11 +1,22 @@
 //! Response header fields of draft-ietf-httpapi-ratelimit-headers-10, in structured-field
 //! syntax. The scope names the policy; no partition key (the client's identity) is ever sent.
 
-use super::decision::Verdict;
+use super::decision::{Reason, Verdict};
 
 /// Whole seconds, rounded up.
 fn ceil_seconds(ms: u64) -> u64 {
     ms.div_ceil(1000)
+}
+
+/// `Retry-After` of a denial: its wait rounded up, at least 1 s, and never before the next
+/// token (`t`), except for a retry in progress, which needs no token (a replay takes none)
+/// and may go again once the first request's lease ends.
+fn retry_after(v: &Verdict) -> String {
+    let retry = ceil_seconds(v.retry_after_ms).max(1);
+    if v.reason == Reason::InProgress {
+        return retry.to_string();
+    }
+    retry.max(ceil_seconds(v.next_token_ms)).to_string()
 }
 
 /// `RateLimit-Policy`, `RateLimit` and, on a denial, `Retry-After`.
@@ -19,8 +30,7 @@ pub fn fields(scope: &str, limit: u64, per_ms: u64, v: &Verdict) -> Vec<(&'stati
         ("RateLimit", format!("\"{scope}\";r={};t={t}", v.remaining)),
     ];
     if !v.allowed {
-        let retry = ceil_seconds(v.retry_after_ms).max(1).max(t);
-        out.push(("Retry-After", retry.to_string()));
+        out.push(("Retry-After", retry_after(v)));
     }
     out
 }
@@ -57,9 +67,7 @@ pub fn fields_all(members: &[Member<'_>], v: &Verdict) -> Vec<(&'static str, Str
         ),
     ];
     if !v.allowed {
-        let t = ceil_seconds(v.next_token_ms);
-        let retry = ceil_seconds(v.retry_after_ms).max(1).max(t);
-        out.push(("Retry-After", retry.to_string()));
+        out.push(("Retry-After", retry_after(v)));
     }
     out
 }
@@ -79,7 +87,7 @@ mod tests {
             reset_after_ms: 0,
             next_token_ms: next,
             dry_run: false,
-            retried: false,
+            replay: false,
             source: crate::core::decision::Source::Store,
         }
     }
@@ -122,6 +130,18 @@ mod tests {
     fn retry_after_is_never_earlier_than_the_next_token() {
         let f = fields("default", 5, 60_000, &verdict(false, 0, 2_000, 12_000));
         assert_eq!(f[2], ("Retry-After", "12".to_string()));
+    }
+
+    #[test]
+    fn a_retry_in_progress_retries_when_the_first_lease_ends() {
+        let mut v = verdict(false, 0, 8_000, 50_000);
+        v.reason = Reason::InProgress;
+        let f = fields("default", 5, 60_000, &v);
+        assert_eq!(
+            f[2],
+            ("Retry-After", "8".to_string()),
+            "a replay needs no token"
+        );
     }
 
     #[test]

@@ -125,7 +125,7 @@ const COUNTERS: [(&str, &str); 11] = [
     ),
     (
         "ratelimit_retries_total",
-        "Calls with a request id answered as the first one was, taking nothing.",
+        "Replays: retries with a request id answered as a repeat of its earlier admission, taking nothing.",
     ),
     (
         "ratelimit_redis_errors_total",
@@ -181,12 +181,13 @@ pub fn render(stats: &Stats, backend: &str, version: &str) -> String {
     e.family(
         "ratelimit_decisions_total",
         Kind::Counter,
-        "Decisions of ratelimit_acquire(), by result: allowed, denied by rate or inflight, or unavailable (storage busy or faulty).",
+        "Decisions of ratelimit_acquire(), by result: allowed, denied by rate or inflight, denied as a retry of a request id still in progress, or unavailable (storage busy or faulty).",
     );
     for (result, value) in [
         ("allowed", c.allowed),
         ("rate", c.denied_rate),
         ("inflight", c.denied_inflight),
+        ("in_progress", c.denied_in_progress),
         ("unavailable", c.unavailable),
     ] {
         e.sample("ratelimit_decisions_total", &[("result", result)], value);
@@ -232,6 +233,7 @@ mod tests {
                 allowed: 11,
                 denied_rate: 12,
                 denied_inflight: 13,
+                denied_in_progress: 28,
                 unavailable: 14,
                 leases_expired: 15,
                 evicted: 16,
@@ -271,6 +273,7 @@ mod tests {
             ("ratelimit_decisions_total{result=\"allowed\"}", 11),
             ("ratelimit_decisions_total{result=\"rate\"}", 12),
             ("ratelimit_decisions_total{result=\"inflight\"}", 13),
+            ("ratelimit_decisions_total{result=\"in_progress\"}", 28),
             ("ratelimit_decisions_total{result=\"unavailable\"}", 14),
             ("ratelimit_leases_expired_total", 15),
             ("ratelimit_evicted_total", 16),

@@ -12,5 +12,6 @@ pub mod headers;
 pub mod keyswitch;
 pub mod lease;
 pub mod metrics;
+pub mod request;
 pub mod subject;
 pub mod top;

@@ -76,7 +76,7 @@ impl Decision {
         self.verdict.allowed
     }
 
-    /// "ok", "rate", "inflight" or "unavailable".
+    /// "ok", "rate", "inflight", "in_progress" or "unavailable".
     #[php(getter)]
     pub fn get_reason(&self) -> String {
         self.verdict.reason.as_str().to_string()
@@ -120,7 +120,14 @@ impl Decision {
         self.verdict.dry_run
     }
 
-    /// Who decided: "store", "deny_cache", "fallback" or "fail_open".
+    /// True only for a replay: an answer repeated for a retry of an earlier admission with the
+    /// same request id and terms. It took nothing and holds no lease: do not run the work again.
+    #[php(getter)]
+    pub fn get_replay(&self) -> bool {
+        self.verdict.replay
+    }
+
+    /// Who decided: "store", "deny_cache", "fallback", "fail_open" or "replay".
     #[php(getter)]
     pub fn get_source(&self) -> String {
         self.verdict.source.as_str().to_string()

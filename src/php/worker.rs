@@ -109,6 +109,7 @@ pub fn with<T>(
                 ipv6_prefix: config.ipv6_prefix,
                 dry_run: config.dry_run.clone(),
                 request_ttl_ms: config.request_ttl_ms,
+                request_replays: config.request_replays,
             };
             *slot = Some(Worker {
                 process: process(),

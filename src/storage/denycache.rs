@@ -96,6 +96,11 @@ impl DenyCache {
         self.entries.is_empty()
     }
 
+    /// A call with a request id is never answered here: its answer depends on the record the
+    /// store keeps for that id (a replay is allowed even from an empty bucket, a retry while the
+    /// first admission runs is `in_progress`), which this cache does not see. Denials with a
+    /// fresh id on every call stay cheap all the same: SQLite answers them from its read
+    /// snapshot (record and bucket read together), without the write lock.
     fn cacheable(ask: &Ask) -> bool {
         !ask.dry_run && ask.request.is_none()
     }
@@ -119,7 +124,7 @@ impl DenyCache {
             reset_after_ms: e.verdict.reset_after_ms.saturating_sub(elapsed),
             next_token_ms: e.verdict.next_token_ms.saturating_sub(elapsed),
             dry_run: false,
-            retried: false,
+            replay: false,
             source: Source::DenyCache,
         })
     }
@@ -615,6 +620,8 @@ mod tests {
         retry.request = Some(Request {
             name: [9; 16],
             ttl_ms: 60_000,
+            terms: crate::core::request::Terms([1; 16]),
+            replays: 3,
         });
         let calls = t.store.calls();
         assert_eq!(acquire(&mut t, &retry).verdict.source, Source::Store);

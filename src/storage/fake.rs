@@ -1,16 +1,17 @@
 //! A tiny in-memory [`Store`] for the wrappers' tests: it decides with the core's `decide`
-//! (token buckets by pseudonym, leases in a list, time from a clock the test drives), counts
-//! its calls, writes what it is given in `unwritten`, and fails with a given [`ErrorKind`]
-//! while told to.
+//! (token buckets by pseudonym, leases in a list, time from a clock the test drives), judges
+//! request ids with the core's `request::judge`, counts its calls, writes what it is given in
+//! `unwritten`, and fails with a given [`ErrorKind`] while told to.
 
 use super::{
     Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, RefillEpoch, Stats, Store,
     StoreError,
 };
 use crate::core::bucket::{Bucket, Policy};
-use crate::core::decision::{self, Ask};
+use crate::core::decision::{self, Ask, Request};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::{LeaseId, LeaseToken, Slots};
+use crate::core::request::{self, Judgement, Record};
 use crate::core::subject::{BucketKey, Pseudonym};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -32,6 +33,8 @@ pub struct State {
     pub key: Option<KeyRecord>,
     /// What `refill_epoch` answers (None: `Untracked`).
     pub epoch: Option<RefillEpoch>,
+    /// Admissions remembered for their request id, with the lease each took.
+    pub requests: HashMap<Pseudonym, (Record, Option<LeaseId>)>,
 }
 
 impl State {
@@ -48,6 +51,51 @@ impl State {
             live: live.len() as u64,
             earliest_expiry: live.iter().min().copied(),
         }
+    }
+}
+
+impl State {
+    /// The rule of `core::request` for a call with `r` in `bucket`; a replay takes one from
+    /// the record's replays left (the last one forgets it).
+    fn judge(&mut self, bucket: &Pseudonym, r: &Request, now: i64) -> Judgement {
+        let found = self.requests.get(&r.name).copied();
+        let live = found.and_then(|(_, lease)| lease).and_then(|id| {
+            self.leases
+                .iter()
+                .find(|l| l.0 == id && l.2 > now)
+                .map(|l| l.2)
+        });
+        let j = request::judge(found.as_ref().map(|f| &f.0), bucket, &r.terms, now, live);
+        if j == Judgement::Replay {
+            if let Some((rec, _)) = self.requests.get_mut(&r.name) {
+                rec.replays_left -= 1;
+                if rec.replays_left == 0 {
+                    self.requests.remove(&r.name);
+                }
+            }
+            self.written.retries += 1;
+        }
+        j
+    }
+
+    /// Remembers an admission made with `r`.
+    fn remember(
+        &mut self,
+        bucket: &Pseudonym,
+        r: &Request,
+        lease: Option<LeaseId>,
+        (now, lease_ttl_ms): (i64, u64),
+    ) {
+        if !request::worth_remembering(r.replays, lease.is_some()) {
+            return;
+        }
+        let record = Record {
+            bucket: *bucket,
+            terms: r.terms,
+            replays_left: r.replays,
+            expires: request::expiry(now, r.ttl_ms, lease.map(|_| lease_ttl_ms)),
+        };
+        self.requests.insert(r.name, (record, lease));
     }
 }
 
@@ -123,7 +171,27 @@ impl Store for Fake {
         let now = (self.1)();
         let mut s = self.0.borrow_mut();
         let slots = s.live_slots(&key.bucket, now);
-        let d = decision::decide(s.buckets.get(&key.bucket).copied(), ask, slots, now);
+        let stored = s.buckets.get(&key.bucket).copied();
+        if let Some(r) = &ask.request {
+            let verdict = match s.judge(&key.bucket, r, now) {
+                Judgement::Fresh => None,
+                Judgement::Replay => Some(decision::replay(stored, &ask.policy, now)),
+                Judgement::InProgress { until } => {
+                    let v = decision::in_progress(stored, &ask.policy, until, now, ask.dry_run);
+                    let mut c = Counters::default();
+                    c.record_verdict(&v);
+                    s.written.add(&c);
+                    Some(v)
+                }
+            };
+            if let Some(verdict) = verdict {
+                return Ok(Acquired {
+                    verdict,
+                    lease: None,
+                });
+            }
+        }
+        let d = decision::decide(stored, ask, slots, now);
         s.buckets.insert(key.bucket, d.bucket);
         let mut c = Counters::default();
         c.record_verdict(&d.verdict);
@@ -134,6 +202,9 @@ impl Store for Fake {
             s.leases.push((id, key.bucket, now + lease_ttl_ms as i64));
             LeaseToken { id, key: *key }
         });
+        if let Some(r) = ask.request.as_ref().filter(|_| d.verdict.took()) {
+            s.remember(&key.bucket, r, lease.map(|l| l.id), (now, lease_ttl_ms));
+        }
         Ok(Acquired {
             verdict: d.verdict,
             lease,
@@ -155,6 +226,29 @@ impl Store for Fake {
             .iter()
             .map(|k| s.buckets.get(&k.bucket).copied())
             .collect();
+        if let Some(r) = &asks[0].request {
+            let j = s.judge(&keys[0].bucket, r, now);
+            let each: Vec<_> = stored
+                .iter()
+                .zip(asks)
+                .map(|(b, a)| decision::peek(*b, &a.policy, now))
+                .collect();
+            if let Some((reported, verdict)) =
+                crate::core::compound::remembered(&each, j, now, asks[0].dry_run)
+            {
+                if !verdict.replay {
+                    let mut c = Counters::default();
+                    c.record_verdict(&verdict);
+                    s.written.add(&c);
+                }
+                return Ok(AcquiredAll {
+                    verdict,
+                    each,
+                    reported,
+                    lease: None,
+                });
+            }
+        }
         let d = crate::core::compound::decide_all(&stored, asks, slots, now);
         for (k, b) in keys.iter().zip(&d.buckets) {
             s.buckets.insert(k.bucket, *b);
@@ -169,6 +263,9 @@ impl Store for Fake {
                 .push((id, keys[0].bucket, now + lease_ttl_ms as i64));
             LeaseToken { id, key: keys[0] }
         });
+        if let Some(r) = asks[0].request.as_ref().filter(|_| d.verdict.took()) {
+            s.remember(&keys[0].bucket, r, lease.map(|l| l.id), (now, lease_ttl_ms));
+        }
         Ok(AcquiredAll {
             verdict: d.verdict,
             each: d.each,
@@ -243,5 +340,59 @@ impl Store for Fake {
 
     fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
         self.step(unwritten)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::bucket::Policy;
+    use crate::core::decision::Reason;
+    use crate::core::request::Terms;
+
+    fn with_id(inflight: u64, replays: u32) -> Ask {
+        let mut a = Ask::new(Policy::new(5, 3_600_000).unwrap(), 1, inflight);
+        a.request = Some(Request {
+            name: [9; 16],
+            ttl_ms: 60_000,
+            terms: Terms([1; 16]),
+            replays,
+        });
+        a
+    }
+
+    /// The fake applies core::request's rule as the real stores do (the conformance suite
+    /// runs them): in progress while the lease lives, then replays, then charged.
+    #[test]
+    fn the_fake_judges_request_ids_as_the_stores_do() {
+        let clock = Manual::at(0);
+        let mut f = Fake::new(clock.clock());
+        let a = with_id(1, 1);
+        let first = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert!(first.verdict.took() && first.lease.is_some());
+        let again = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert_eq!(
+            (
+                again.verdict.reason,
+                again.verdict.retry_after_ms,
+                again.lease
+            ),
+            (Reason::InProgress, 10_000, None)
+        );
+        clock.set(10_000);
+        let replay = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert!(replay.verdict.replay && replay.lease.is_none());
+        let charged = f
+            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .unwrap();
+        assert!(charged.verdict.took() && charged.verdict.remaining == 3);
+        let w = f.written();
+        assert_eq!((w.allowed, w.retries, w.denied_in_progress), (2, 1, 1));
     }
 }

@@ -9,8 +9,9 @@
 
 use ratelimit::core::bucket::Policy;
 use ratelimit::core::counters::Counters;
-use ratelimit::core::decision::{Ask, Reason, Request};
+use ratelimit::core::decision::{Ask, Reason, Request, Source};
 use ratelimit::core::lease::{LeaseId, LeaseToken};
+use ratelimit::core::request::{Kind, Limit, Terms};
 use ratelimit::core::subject::BucketKey;
 use ratelimit::storage::{Clock, Store};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -57,6 +58,7 @@ pub const NONE: Counters = Counters {
     allowed: 0,
     denied_rate: 0,
     denied_inflight: 0,
+    denied_in_progress: 0,
     unavailable: 0,
     leases_expired: 0,
     evicted: 0,
@@ -103,9 +105,13 @@ macro_rules! conformance_suite {
             scopes_of_one_subject_are_separate_buckets,
             the_decision_vectors_hold,
             a_shadow_scope_admits_would_be_denials_taking_nothing,
-            a_retry_takes_nothing_and_gets_the_same_answer,
-            a_retry_from_another_connection_takes_nothing,
-            a_retry_ends_with_its_lease,
+            a_replay_takes_nothing_is_flagged_and_holds_no_lease,
+            a_replay_from_another_connection_takes_nothing,
+            a_retry_while_the_lease_lives_is_in_progress_and_holds_nothing,
+            a_retry_in_progress_in_a_shadow_scope_is_allowed_and_takes_nothing,
+            after_its_replays_a_retry_is_charged,
+            a_retry_with_other_terms_is_charged,
+            a_fixed_id_never_gets_more_admissions_than_the_limit,
             a_retry_without_lease_ends_after_request_ttl,
             a_denied_call_is_not_remembered,
             a_different_request_id_is_charged,
@@ -116,7 +122,9 @@ macro_rules! conformance_suite {
             a_compound_call_of_one_limit_equals_acquire,
             a_compound_decision_is_counted_once,
             a_compound_slot_is_taken_in_the_first_bucket,
-            a_compound_retry_takes_nothing,
+            a_compound_replay_takes_nothing,
+            a_compound_retry_in_progress_holds_nothing,
+            a_compound_retry_with_other_scopes_is_charged,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -445,14 +453,49 @@ pub mod vectors {
     }
 }
 
+/// `a` (a call of `ratelimit_acquire()` in scope "s") with request id `name`, remembered
+/// `ttl_ms`, replayed at most 3 times.
 pub fn with_request(a: Ask, name: u8, ttl_ms: u64) -> Ask {
+    with_replays(a, name, ttl_ms, 3)
+}
+
+pub fn with_replays(a: Ask, name: u8, ttl_ms: u64, replays: u32) -> Ask {
+    let limit = Limit {
+        scope: "s",
+        policy: a.policy,
+        cost: a.cost,
+    };
     Ask {
         request: Some(Request {
             name: [name; 16],
             ttl_ms,
+            terms: Terms::of(Kind::Acquire, &[limit], a.max_inflight),
+            replays,
         }),
         ..a
     }
+}
+
+/// `asks` (a call of `ratelimit_acquire_all()` in `scopes`) with request id `name` on the
+/// first, remembered `ttl_ms`, replayed at most 3 times.
+pub fn with_request_all(asks: &[Ask], scopes: &[&str], name: u8, ttl_ms: u64) -> Vec<Ask> {
+    let limits: Vec<Limit<'_>> = asks
+        .iter()
+        .zip(scopes)
+        .map(|(a, scope)| Limit {
+            scope,
+            policy: a.policy,
+            cost: a.cost,
+        })
+        .collect();
+    let mut out = asks.to_vec();
+    out[0].request = Some(Request {
+        name: [name; 16],
+        ttl_ms,
+        terms: Terms::of(Kind::AcquireAll, &limits, asks[0].max_inflight),
+        replays: 3,
+    });
+    out
 }
 
 fn shadow(a: Ask) -> Ask {
@@ -512,29 +555,58 @@ pub fn a_shadow_scope_admits_would_be_denials_taking_nothing<B: Backend>(b: &B) 
     assert_eq!(s.stats().unwrap().live_leases, 1);
 }
 
-/// The same request id again: the same answer (allowed, the same lease), nothing taken,
-/// counted as a retry, not as an admission.
-pub fn a_retry_takes_nothing_and_gets_the_same_answer<B: Backend>(b: &B) {
+/// The same request id and terms again, no lease live: a replay, allowed and flagged, taking
+/// nothing and holding no lease, its numbers the bucket's as it stands now; counted as a
+/// retry, not as an admission.
+pub fn a_replay_takes_nothing_is_flagged_and_holds_no_lease<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
-    let a = with_request(ask(3, 60_000, 1), 9, 60_000);
+    let a = with_request(ask(3, 60_000, 0), 9, 60_000);
     let first = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
-    assert!(first.verdict.took() && first.lease.is_some() && !first.verdict.retried);
-    let mut same = first;
-    same.verdict.retried = true;
-    for _ in 0..3 {
-        let again = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
-        assert_eq!(again, same);
-    }
-    assert_eq!(s.peek(&key(1), &a.policy).unwrap().remaining, 2);
+    assert!(first.verdict.took() && !first.verdict.replay);
+    assert_eq!(first.verdict.remaining, 2);
+    // Another call takes a token: the replay tells the bucket as it stands, not as it was.
+    assert!(allowed(&mut s, &key(1), &ask(3, 60_000, 0)));
+    clock.set(T0 + 1_000);
+    let again = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    assert_eq!(
+        (
+            again.verdict.allowed,
+            again.verdict.reason,
+            again.verdict.replay
+        ),
+        (true, Reason::Ok, true)
+    );
+    assert_eq!(
+        (
+            again.verdict.source,
+            again.lease,
+            again.verdict.retry_after_ms
+        ),
+        (Source::Replay, None, 0)
+    );
+    assert!(!again.verdict.took());
+    let now = s.peek(&key(1), &a.policy).unwrap();
+    assert_eq!(
+        (again.verdict.remaining, again.verdict.reset_after_ms),
+        (now.remaining, now.reset_after_ms),
+        "the bucket as it stands"
+    );
+    assert_eq!(now.remaining, 1, "nothing taken by the replay");
+    // With a lease: once the first released it, a replay takes no slot either.
+    let a = with_request(ask(5, 60_000, 1), 8, 60_000);
+    let first = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    assert_eq!(s.release(&[first.lease.unwrap()], &NONE).unwrap(), 1);
+    let again = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    assert!(again.verdict.replay && again.lease.is_none());
     let st = s.stats().unwrap();
     assert_eq!(
         (st.counters.allowed, st.counters.retries, st.live_leases),
-        (1, 3, 1)
+        (3, 2, 0)
     );
 }
 
-pub fn a_retry_from_another_connection_takes_nothing<B: Backend>(b: &B) {
+pub fn a_replay_from_another_connection_takes_nothing<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut one = b.open(clock.clock());
     let mut two = b.open(clock.clock());
@@ -543,32 +615,237 @@ pub fn a_retry_from_another_connection_takes_nothing<B: Backend>(b: &B) {
     assert!(first.verdict.took());
     clock.set(T0 + 500);
     let again = two.acquire(&key(1), &a, 60_000, &NONE).unwrap();
-    let mut same = first;
-    same.verdict.retried = true;
-    assert_eq!(again, same, "the same answer, the bucket is empty");
+    assert!(again.verdict.allowed && again.verdict.replay, "{again:?}");
+    assert_eq!(again.verdict.remaining, 0, "the bucket is empty");
     // Without the id (or another one), the empty bucket denies.
     assert!(!allowed(&mut two, &key(1), &ask(1, 60_000, 0)));
 }
 
-/// With a lease, the answer lives as long as the lease: released (also at a request end
-/// after a fatal error) or expired, the retry is decided afresh and charged.
-pub fn a_retry_ends_with_its_lease<B: Backend>(b: &B) {
+/// While the first admission's lease lives, a retry with the same terms is denied
+/// `in_progress` until the lease ends, takes nothing and holds nothing (the slot stays the
+/// first's); once the lease is released or expired, the retry is a replay.
+pub fn a_retry_while_the_lease_lives_is_in_progress_and_holds_nothing<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
-    let a = with_request(ask(5, 60_000, 1), 9, 600_000);
+    let a = with_request(ask(5, 60_000, 1), 9, 60_000);
     let first = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
-    let lease = first.lease.unwrap();
-    assert_eq!(s.release(&[lease], &NONE).unwrap(), 1);
-    let again = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
-    assert!(again.verdict.took());
-    assert_ne!(again.lease, Some(lease), "a new lease: decided afresh");
-    assert_eq!(again.verdict.remaining, 3);
-    // Expired (its holder was killed): afresh too, although request_ttl is longer.
+    assert!(first.verdict.took() && first.lease.is_some());
+    clock.set(T0 + 2_000);
+    for _ in 0..3 {
+        let r = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+        assert_eq!(
+            (
+                r.verdict.allowed,
+                r.verdict.reason,
+                r.verdict.replay,
+                r.lease
+            ),
+            (false, Reason::InProgress, false, None)
+        );
+        assert_eq!(
+            r.verdict.retry_after_ms, 8_000,
+            "until the first lease ends"
+        );
+        assert_eq!(r.verdict.remaining, 4, "the bucket as it stands");
+    }
+    // Nothing to release: the slot stays held, another id is denied `inflight`.
+    assert_eq!(s.release(&[], &NONE).unwrap(), 0);
+    let other = s
+        .acquire(
+            &key(1),
+            &with_request(ask(5, 60_000, 1), 7, 60_000),
+            10_000,
+            &NONE,
+        )
+        .unwrap();
+    assert_eq!(other.verdict.reason, Reason::Inflight);
+    assert_eq!(s.peek(&key(1), &a.policy).unwrap().remaining, 4);
+    // Expired (its holder was killed): now a replay, still without a lease.
     clock.set(T0 + 10_000);
-    let third = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
-    assert!(third.verdict.took());
-    assert_ne!(third.lease, again.lease);
+    let r = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    assert!(r.verdict.replay && r.verdict.allowed && r.lease.is_none());
+    s.flush(&NONE).unwrap();
+    let st = s.stats().unwrap();
+    assert_eq!(
+        (
+            st.counters.denied_in_progress,
+            st.counters.retries,
+            st.counters.allowed
+        ),
+        (3, 1, 1)
+    );
+}
+
+pub fn a_retry_in_progress_in_a_shadow_scope_is_allowed_and_takes_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = shadow(with_request(ask(5, 60_000, 1), 9, 60_000));
+    assert!(s
+        .acquire(&key(1), &a, 10_000, &NONE)
+        .unwrap()
+        .verdict
+        .took());
+    let r = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    assert_eq!(
+        (
+            r.verdict.allowed,
+            r.verdict.reason,
+            r.verdict.dry_run,
+            r.lease
+        ),
+        (true, Reason::InProgress, true, None)
+    );
+    assert_eq!(s.peek(&key(1), &a.policy).unwrap().remaining, 4);
+    s.flush(&NONE).unwrap();
+    let c = s.stats().unwrap().counters;
+    assert_eq!((c.denied_in_progress, c.dry_run_denied), (1, 1));
+}
+
+/// After `replays` replays the record is forgotten: the next retry is charged like any call
+/// (and remembered anew).
+pub fn after_its_replays_a_retry_is_charged<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = with_replays(ask(10, 3_600_000, 0), 9, 60_000, 2);
+    let mut seen = Vec::new();
+    for _ in 0..7 {
+        let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+        seen.push((v.replay, v.remaining));
+    }
+    assert_eq!(
+        seen,
+        [
+            (false, 9),
+            (true, 9),
+            (true, 9),
+            (false, 8),
+            (true, 8),
+            (true, 8),
+            (false, 7)
+        ]
+    );
+    // No replay at all: every retry is charged.
+    let a = with_replays(ask(10, 3_600_000, 0), 8, 60_000, 0);
+    for want in [9, 8, 7] {
+        let v = s.acquire(&key(2), &a, 60_000, &NONE).unwrap().verdict;
+        assert_eq!((v.replay, v.remaining), (false, want));
+    }
+    let c = s.stats().unwrap().counters;
+    assert_eq!((c.allowed, c.retries), (6, 4));
+}
+
+/// A retry that asks for something else than what was admitted (another cost, limit, period,
+/// slot count, or another kind of call) is charged afresh, never free, even while the first
+/// one's lease lives; admitted, it replaces the record.
+pub fn a_retry_with_other_terms_is_charged<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let base = ask(100, 3_600_000, 0);
+    let first = s
+        .acquire(&key(1), &with_request(base, 9, 60_000), 60_000, &NONE)
+        .unwrap();
+    assert_eq!(first.verdict.remaining, 99);
+    let costly = Ask { cost: 10, ..base };
+    let other_limit = ask(101, 3_600_000, 0);
+    let other_per = ask(100, 3_600_001, 0);
+    let with_slot = ask(100, 3_600_000, 5);
+    let mut left = 99;
+    for (what, a, cost) in [
+        ("cost", costly, 10),
+        ("limit", other_limit, 1),
+        ("per", other_per, 1),
+        ("inflight", with_slot, 1),
+    ] {
+        let v = s
+            .acquire(&key(1), &with_request(a, 9, 60_000), 60_000, &NONE)
+            .unwrap()
+            .verdict;
+        assert!(v.took() && !v.replay, "{what}: {v:?}");
+        left -= cost;
+        assert_eq!(
+            s.peek(&key(1), &base.policy).unwrap().remaining,
+            left,
+            "{what} charged"
+        );
+    }
+    // The record now holds the last call's terms: the first terms are charged again.
+    let v = s
+        .acquire(&key(1), &with_request(base, 9, 60_000), 60_000, &NONE)
+        .unwrap()
+        .verdict;
+    assert!(v.took() && v.remaining == left - 1, "{v:?}");
+    // A compound call with the same id in the same bucket is another kind of call: charged.
+    let all = with_request_all(&[base], &["s"], 9, 60_000);
+    let v = s
+        .acquire_all(&[key(1)], &all, 60_000, &NONE)
+        .unwrap()
+        .verdict;
+    assert!(v.took() && !v.replay && v.remaining == left - 2, "{v:?}");
+    // Another cost while the first lease lives: charged (denied `inflight` here, not in
+    // progress, and never free).
+    let a = with_request(ask(5, 60_000, 1), 8, 60_000);
+    assert!(s
+        .acquire(&key(2), &a, 60_000, &NONE)
+        .unwrap()
+        .verdict
+        .took());
+    let costly = with_request(
+        Ask {
+            cost: 2,
+            ..ask(5, 60_000, 1)
+        },
+        8,
+        60_000,
+    );
+    let v = s.acquire(&key(2), &costly, 60_000, &NONE).unwrap().verdict;
+    assert_eq!(v.reason, Reason::Inflight);
     assert_eq!(s.stats().unwrap().counters.retries, 0);
+}
+
+/// One request id sent over and over (the attack of issue 20): it never gets more admissions
+/// than the limit allows over the time it runs, nor two in flight with `inflight: 1`.
+pub fn a_fixed_id_never_gets_more_admissions_than_the_limit<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = with_request(ask(5, 3_600_000, 0), 9, 60_000);
+    let (mut took, mut replays) = (0, 0);
+    for _ in 0..500 {
+        let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+        took += u32::from(v.took());
+        replays += u32::from(v.replay);
+    }
+    assert_eq!(
+        (took, replays),
+        (5, 15),
+        "5 admissions, each replayed 3 times"
+    );
+    // Spread over two periods of a limit of 5 per 10 s: at most 5 + 5 * 20 / 10.
+    let a = with_request(ask(5, 10_000, 0), 8, 60_000);
+    let mut took = 0;
+    for i in 0..500 {
+        clock.set(T0 + i * 40);
+        took += u32::from(
+            s.acquire(&key(2), &a, 60_000, &NONE)
+                .unwrap()
+                .verdict
+                .took(),
+        );
+    }
+    assert!(took <= 15, "{took} admissions");
+    // inflight 1, lease held: every retry is in progress, never a second slot.
+    clock.set(T0);
+    let a = with_request(ask(5, 3_600_000, 1), 7, 60_000);
+    let mut leases = 0;
+    for _ in 0..50 {
+        leases += u32::from(
+            s.acquire(&key(3), &a, 60_000, &NONE)
+                .unwrap()
+                .lease
+                .is_some(),
+        );
+    }
+    assert_eq!(leases, 1);
+    assert_eq!(s.peek(&key(3), &a.policy).unwrap().remaining, 4);
 }
 
 pub fn a_retry_without_lease_ends_after_request_ttl<B: Backend>(b: &B) {
@@ -798,16 +1075,86 @@ pub fn a_compound_slot_is_taken_in_the_first_bucket<B: Backend>(b: &B) {
         .took());
 }
 
-pub fn a_compound_retry_takes_nothing<B: Backend>(b: &B) {
+pub fn a_compound_replay_takes_nothing<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
     let keys = [subject_key(1), subject_key(2)];
-    let asks = [with_request(ask(5, 1_000, 0), 9, 10_000), ask(5, 60_000, 0)];
+    let asks = with_request_all(
+        &[ask(5, 1_000, 0), ask(3, 60_000, 0)],
+        &["a", "b"],
+        9,
+        10_000,
+    );
     let first = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    assert!(first.verdict.took());
     let again = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
-    assert!(again.verdict.retried && again.verdict.allowed);
-    assert_eq!(again.verdict.remaining, first.verdict.remaining);
+    assert!(again.verdict.replay && again.verdict.allowed && again.lease.is_none());
+    assert_eq!(again.verdict.source, Source::Replay);
+    assert_eq!(
+        (again.reported, again.verdict.remaining),
+        (1, 2),
+        "the tightest, as it stands"
+    );
+    assert_eq!(
+        again.each.iter().map(|v| v.remaining).collect::<Vec<_>>(),
+        [4, 2]
+    );
     assert_eq!(peek_remaining(&mut s, &keys[0], 5, 1_000), 4);
-    assert_eq!(peek_remaining(&mut s, &keys[1], 5, 60_000), 4);
-    assert_eq!(s.stats().unwrap().counters.retries, 1);
+    assert_eq!(peek_remaining(&mut s, &keys[1], 3, 60_000), 2);
+    let c = s.stats().unwrap().counters;
+    assert_eq!((c.retries, c.allowed), (1, 1));
+}
+
+pub fn a_compound_retry_in_progress_holds_nothing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let keys = [subject_key(1), subject_key(2)];
+    let asks = with_request_all(
+        &[ask(5, 1_000, 1), ask(5, 60_000, 0)],
+        &["a", "b"],
+        9,
+        10_000,
+    );
+    let first = s.acquire_all(&keys, &asks, 20_000, &NONE).unwrap();
+    assert!(first.lease.is_some());
+    clock.set(T0 + 5_000);
+    let r = s.acquire_all(&keys, &asks, 20_000, &NONE).unwrap();
+    assert_eq!(
+        (r.verdict.allowed, r.verdict.reason, r.reported, r.lease),
+        (false, Reason::InProgress, 0, None)
+    );
+    assert_eq!(r.verdict.retry_after_ms, 15_000);
+    assert_eq!(
+        peek_remaining(&mut s, &keys[1], 5, 60_000),
+        4,
+        "nothing taken"
+    );
+    assert_eq!(s.release(&[first.lease.unwrap()], &NONE).unwrap(), 1);
+    let r = s.acquire_all(&keys, &asks, 20_000, &NONE).unwrap();
+    assert!(r.verdict.replay && r.lease.is_none());
+    s.flush(&NONE).unwrap();
+    let c = s.stats().unwrap().counters;
+    assert_eq!((c.denied_in_progress, c.retries, c.allowed), (1, 1, 1));
+}
+
+/// The id of a compound call names its first limit's scope; a retry with other limits (or the
+/// same limits in other scopes) is another request: charged.
+pub fn a_compound_retry_with_other_scopes_is_charged<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let keys = [subject_key(1), subject_key(2), subject_key(3)];
+    let (a, b2) = (ask(10, 60_000, 0), ask(10, 60_000, 0));
+    let first = with_request_all(&[a, b2], &["a", "b"], 9, 10_000);
+    assert!(s
+        .acquire_all(&keys[..2], &first, 60_000, &NONE)
+        .unwrap()
+        .verdict
+        .took());
+    let other = with_request_all(&[a, b2], &["a", "c"], 9, 10_000);
+    let v = s
+        .acquire_all(&[keys[0], keys[2]], &other, 60_000, &NONE)
+        .unwrap()
+        .verdict;
+    assert!(v.took() && !v.replay);
+    assert_eq!(peek_remaining(&mut s, &keys[0], 10, 60_000), 8);
 }

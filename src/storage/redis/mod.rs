@@ -22,6 +22,7 @@ use crate::core::counters::{Counters, Stats};
 use crate::core::decision::{self, Ask, Reason, Source, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::{LeaseId, LeaseToken};
+use crate::core::request::Judgement;
 use crate::core::subject::BucketKey;
 use crate::core::top::{self, BucketView};
 use crate::opslog::{Event, OpsLog};
@@ -49,9 +50,14 @@ fn scripts() -> &'static Scripts {
     S.get_or_init(|| {
         let with_bucket =
             |body: &str| Script::new(&format!("{}\n{body}", include_str!("lua/bucket.lua")));
+        let with_request = |body: &str| {
+            let bucket = include_str!("lua/bucket.lua");
+            let request = include_str!("lua/request.lua");
+            Script::new(&format!("{bucket}\n{request}\n{body}"))
+        };
         Scripts {
-            acquire: with_bucket(include_str!("lua/acquire.lua")),
-            acquire_all: with_bucket(include_str!("lua/acquire_all.lua")),
+            acquire: with_request(include_str!("lua/acquire.lua")),
+            acquire_all: with_request(include_str!("lua/acquire_all.lua")),
             peek: with_bucket(include_str!("lua/peek.lua")),
             release: with_bucket(include_str!("lua/release.lua")),
             record_key: Script::new(include_str!("lua/record_key.lua")),
@@ -130,17 +136,17 @@ fn parse_bucket(v: &str) -> Option<[i64; 7]> {
 type AcquireAllReply = (usize, u8, String, u64, Vec<u64>, Vec<u64>);
 
 /// A verdict of a decision script: reason, remaining, retry_after, reset_after, next_token,
-/// dry_run.
-fn verdict_of(v: &[u64], retried: bool) -> Result<Verdict, StoreError> {
+/// dry_run. A replay is made of its numbers (see `decision::as_replay`).
+fn verdict_of(v: &[u64], replay: bool) -> Result<Verdict, StoreError> {
     let [code, remaining, retry_after_ms, reset_after_ms, next_token_ms, dry] = *v else {
         return Err(StoreError::new(
             ErrorKind::Io,
             "an unexpected reply of a decision script",
         ));
     };
-    let reason = reason_of(code.min(2) as u8);
+    let reason = reason_of(code.min(3) as u8);
     let dry_run = dry != 0;
-    Ok(Verdict {
+    let v = Verdict {
         allowed: reason == Reason::Ok || dry_run,
         reason,
         remaining,
@@ -148,9 +154,10 @@ fn verdict_of(v: &[u64], retried: bool) -> Result<Verdict, StoreError> {
         reset_after_ms,
         next_token_ms,
         dry_run,
-        retried,
+        replay: false,
         source: Source::Store,
-    })
+    };
+    Ok(if replay { decision::as_replay(v) } else { v })
 }
 
 /// The reply of `acquire.lua`.
@@ -306,7 +313,7 @@ impl RedisStore {
         let _ = self.flush_pending(false);
     }
 
-    /// Counts a decision a script made (a retry as a retry, leases it found expired, a clock
+    /// Counts a decision a script made (a replay as `retries`, leases it found expired, a clock
     /// seen going back) and names the lease it took, in `key`'s bucket.
     fn decided(
         &mut self,
@@ -318,7 +325,7 @@ impl RedisStore {
         unwritten: &Counters,
     ) -> Option<LeaseToken> {
         let mut counts = Counters::default();
-        if verdict.retried {
+        if verdict.replay {
             counts.retries += 1;
         } else {
             counts.record_verdict(verdict);
@@ -371,7 +378,21 @@ fn reason_of(code: u8) -> Reason {
     match code {
         0 => Reason::Ok,
         1 => Reason::Rate,
-        _ => Reason::Inflight,
+        2 => Reason::Inflight,
+        _ => Reason::InProgress,
+    }
+}
+
+/// A request id's arguments of a decision script: request_ttl_ms ('0': none), the call's terms
+/// (hex), replays.
+fn request_args(ask: &Ask) -> [String; 3] {
+    match &ask.request {
+        Some(r) => [
+            r.ttl_ms.max(1).to_string(),
+            hex(&r.terms.0),
+            r.replays.to_string(),
+        ],
+        None => ["0".into(), String::new(), "0".into()],
     }
 }
 
@@ -389,6 +410,7 @@ impl Store for RedisStore {
             self.leases_key(key),
             self.request_key(key, ask),
         ];
+        let [request_ttl, terms, replays] = request_args(ask);
         let args = [
             ask.policy.limit().to_string(),
             ask.policy.per_ms().to_string(),
@@ -397,8 +419,10 @@ impl Store for RedisStore {
             lease_ttl_ms.to_string(),
             lease_id.map(|l| hex(&l.0)).unwrap_or_default(),
             u8::from(ask.dry_run).to_string(),
-            ask.request.map_or(0, |r| r.ttl_ms.max(1)).to_string(),
+            request_ttl,
             hex(&key.bucket),
+            terms,
+            replays,
         ];
         let reply: AcquireReply = self.eval(&scripts().acquire, &keys, &args)?;
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
@@ -436,13 +460,16 @@ impl Store for RedisStore {
         let mut names: Vec<String> = keys.iter().map(|k| self.bucket_key(k)).collect();
         names.push(self.leases_key(&keys[0]));
         names.push(self.request_key(&keys[0], first));
+        let [request_ttl, terms, replays] = request_args(first);
         let mut args = vec![
             keys.len().to_string(),
             lease_ttl_ms.to_string(),
             lease_id.map(|l| hex(&l.0)).unwrap_or_default(),
-            first.request.map_or(0, |r| r.ttl_ms.max(1)).to_string(),
+            request_ttl,
             hex(&keys[0].bucket),
             first.max_inflight.to_string(),
+            terms,
+            replays,
         ];
         for a in asks {
             args.push(a.policy.limit().to_string());
@@ -452,8 +479,6 @@ impl Store for RedisStore {
         }
         let reply: AcquireAllReply = self.eval(&scripts().acquire_all, &names, &args)?;
         let (reported, flags, lease, expired, combined, each) = reply;
-        let retried = flags & 2 != 0;
-        let verdict = verdict_of(&combined, retried)?;
         let each = each
             .chunks(6)
             .map(|v| verdict_of(v, false))
@@ -464,11 +489,29 @@ impl Store for RedisStore {
                 "an unexpected reply of a decision script",
             ));
         }
-        let reported = if retried {
-            crate::core::compound::tightest(&each)
-        } else {
-            reported.min(each.len() - 1)
+        // A replay (flag 2) or a retry in progress for `expired` ms more (flag 8, by the
+        // script's clock): the script sent each limit as it stands; the answer is made from
+        // those, as every store makes it (times from the script's now, here 0).
+        let judged = match flags & 10 {
+            0 => Judgement::Fresh,
+            2 => Judgement::Replay,
+            _ => Judgement::InProgress {
+                until: expired.min(i64::MAX as u64) as i64,
+            },
         };
+        if let Some((reported, verdict)) =
+            crate::core::compound::remembered(&each, judged, 0, first.dry_run)
+        {
+            let _ = self.decided(&verdict, 0, flags, "", &keys[0], unwritten);
+            return Ok(AcquiredAll {
+                verdict,
+                each,
+                reported,
+                lease: None,
+            });
+        }
+        let verdict = verdict_of(&combined, false)?;
+        let reported = reported.min(each.len() - 1);
         let lease = self.decided(&verdict, expired, flags, &lease, &keys[0], unwritten);
         Ok(AcquiredAll {
             verdict,

@@ -183,7 +183,7 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
          reopened = reopened + ?9, storage_errors = storage_errors + ?10,
          dry_run_denied = dry_run_denied + ?13, retries = retries + ?14, requests = requests + ?15,
          redis_errors = redis_errors + ?16, fallback_switches = fallback_switches + ?17,
-         fallback_decisions = fallback_decisions + ?18,
+         fallback_decisions = fallback_decisions + ?18, denied_in_progress = denied_in_progress + ?19,
          entries = entries + ?11, drain_floor = min(drain_floor, ?12) WHERE id = 0",
     )?
     .execute(params![
@@ -204,7 +204,8 @@ pub fn flush(tx: &Connection, delta: &Delta) -> rusqlite::Result<()> {
         delta.requests,
         c.redis_errors as i64,
         c.fallback_switches as i64,
-        c.fallback_decisions as i64
+        c.fallback_decisions as i64,
+        c.denied_in_progress as i64
     ])?;
     Ok(())
 }
@@ -239,7 +240,7 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
         "SELECT s.allowed + b.allowed, s.denied_rate + b.denied_rate,
          s.denied_inflight + b.denied_inflight, s.unavailable, s.leases_expired, s.evicted,
          s.clock_regressions, s.keys_migrated, s.reopened, s.storage_errors, s.entries, s.dry_run_denied, s.retries,
-         s.redis_errors, s.fallback_switches, s.fallback_decisions FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
+         s.redis_errors, s.fallback_switches, s.fallback_decisions, s.denied_in_progress FROM stats s, (SELECT coalesce(sum(allowed), 0) AS allowed,
          coalesce(sum(denied_rate), 0) AS denied_rate, coalesce(sum(denied_inflight), 0) AS denied_inflight
          FROM buckets) b WHERE s.id = 0",
         [],
@@ -250,6 +251,7 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
                     allowed: n(0)?,
                     denied_rate: n(1)?,
                     denied_inflight: n(2)?,
+                    denied_in_progress: n(16)?,
                     unavailable: n(3)?,
                     leases_expired: n(4)?,
                     evicted: n(5)?,

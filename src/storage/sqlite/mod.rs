@@ -11,6 +11,7 @@ mod counts;
 mod evict;
 mod file;
 mod queue;
+mod requests;
 mod schema;
 mod tx;
 
@@ -20,9 +21,10 @@ use super::{
 };
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::compound;
-use crate::core::decision::{self, Ask, Request, Verdict};
+use crate::core::decision::{self, Ask, Reason, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord};
-use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
+use crate::core::lease::{self, LeaseToken, Slots};
+use crate::core::request::Judgement;
 use crate::core::subject::{BucketKey, Pseudonym};
 use crate::opslog::{Event, OpsLog};
 use busy::Budget;
@@ -466,44 +468,71 @@ impl SqliteStore {
     /// the snapshot and now other writers can only have taken tokens (or slots), and time can
     /// only have added what the refill computes, so a denial then is a denial now. None when
     /// the snapshot allows (the write transaction decides again) or holds no bucket.
+    ///
+    /// A call with a request id reads its record in the same snapshot: judged a plain call,
+    /// it is denied here as any other; in progress (the first admission's lease was live in
+    /// the snapshot) it is answered here too; only a replay (which counts down the record's
+    /// replays left) or an admission goes to the write transaction.
     fn deny_from_snapshot(
         &mut self,
         key: &BucketKey,
         ask: &Ask,
     ) -> Result<Option<Acquired>, StoreError> {
         let found = self.read(|conn, now| {
-            // One statement is a snapshot by itself; the slots need a second one in the same.
-            if ask.max_inflight == 0 {
-                return Ok(read_bucket(conn, key)?.map(|s| (s, Slots::default(), now)));
+            // One statement is a snapshot by itself; slots and a record need more in the same.
+            if ask.max_inflight == 0 && ask.request.is_none() {
+                return Ok(
+                    read_bucket(conn, key)?.map(|s| (s, Slots::default(), Judgement::Fresh, now))
+                );
             }
             let tx = ReadTx::begin(conn)?;
             let Some(stored) = read_bucket(conn, key)? else {
                 return Ok(None);
             };
-            let slots = live_slots_at(conn, key, now)?;
+            let slots = if ask.max_inflight > 0 {
+                live_slots_at(conn, key, now)?
+            } else {
+                Slots::default()
+            };
+            let judged = match &ask.request {
+                Some(r) => requests::judge(conn, key, r, now)?,
+                None => Judgement::Fresh,
+            };
             tx.end()?;
-            Ok(Some((stored, slots, now)))
+            Ok(Some((stored, slots, judged, now)))
         })?;
-        let Some((stored, slots, now)) = found else {
+        let Some((stored, slots, judged, now)) = found else {
             return Ok(None);
         };
-        let d = decision::decide(Some(stored.bucket), ask, slots, now);
-        if d.verdict.took() {
-            return Ok(None);
-        }
+        let verdict = match judged {
+            Judgement::Replay => return Ok(None),
+            Judgement::InProgress { until } => {
+                decision::in_progress(Some(stored.bucket), &ask.policy, until, now, ask.dry_run)
+            }
+            Judgement::Fresh => {
+                let d = decision::decide(Some(stored.bucket), ask, slots, now);
+                if d.verdict.took() {
+                    return Ok(None);
+                }
+                self.noted.clock_regressions += u64::from(d.clock_regressed);
+                d.verdict
+            }
+        };
         self.note_admitting(key, false);
         // The reason goes into the bucket's row with the recency (see `touched`); what a
-        // shadow scope answered instead is a total only.
-        self.noted.dry_run_denied += u64::from(d.verdict.dry_run);
-        self.noted.clock_regressions += u64::from(d.clock_regressed);
+        // shadow scope answered instead, and a retry in progress, are totals only.
+        self.noted.dry_run_denied += u64::from(verdict.dry_run);
+        if verdict.reason == Reason::InProgress {
+            self.noted.record(Reason::InProgress);
+        }
         let used_at = evict::used_at(now);
         let touch = self.touched.entry(key.bucket).or_default();
-        touch.count(d.verdict.reason);
+        touch.count(verdict.reason);
         if used_at > stored.used_at {
             touch.used_at = touch.used_at.max(used_at);
         }
         Ok(Some(Acquired {
-            verdict: d.verdict,
+            verdict,
             lease: None,
         }))
     }
@@ -574,131 +603,6 @@ fn live_slots_at(tx: &Connection, key: &BucketKey, now: i64) -> rusqlite::Result
         live: live as u64,
         earliest_expiry: earliest,
     })
-}
-
-/// The answer remembered for `request` in `key`'s bucket, while it lives: without a lease
-/// until its expiry, with one while that lease is live (released, expired or reset: the answer
-/// is forgotten, and the call decided afresh). Counted as a retry; takes nothing. Expired
-/// answers are purged first (an index range on `expires`). Out of line: a call without a
-/// request id (the common one) keeps its code as it was.
-#[cold]
-#[inline(never)]
-fn remembered(
-    tx: &Connection,
-    key: &BucketKey,
-    request: &Request,
-    now: i64,
-    delta: &mut Delta,
-) -> rusqlite::Result<Option<Acquired>> {
-    let purged = tx
-        .prepare_cached("DELETE FROM requests WHERE expires <= ?1")?
-        .execute([now])?;
-    delta.requests -= purged as i64;
-    let found = tx
-        .prepare_cached(
-            "SELECT r.lease, r.remaining, r.reset_after, r.next_token, r.lease IS NULL OR EXISTS
-             (SELECT 1 FROM leases l WHERE l.id = r.lease AND l.key = r.bucket AND l.expires > ?3)
-             FROM requests r WHERE r.key = ?1 AND r.bucket = ?2",
-        )?
-        .query_row(params![request.name, key.bucket, now], |r| {
-            Ok((
-                r.get::<_, Option<[u8; 16]>>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, bool>(4)?,
-            ))
-        })
-        .optional()?;
-    let Some((lease, remaining, reset_after, next_token, live)) = found else {
-        return Ok(None);
-    };
-    if !live {
-        let gone = tx
-            .prepare_cached("DELETE FROM requests WHERE key = ?1")?
-            .execute([request.name])?;
-        delta.requests -= gone as i64;
-        return Ok(None);
-    }
-    delta.counters.retries += 1;
-    let n = |v: i64| v.max(0) as u64;
-    Ok(Some(Acquired {
-        verdict: Verdict {
-            allowed: true,
-            reason: decision::Reason::Ok,
-            remaining: n(remaining),
-            retry_after_ms: 0,
-            reset_after_ms: n(reset_after),
-            next_token_ms: n(next_token),
-            dry_run: false,
-            retried: true,
-            source: decision::Source::Store,
-        },
-        lease: lease.map(|id| LeaseToken {
-            id: LeaseId(id),
-            key: BucketKey {
-                previous: None,
-                ..*key
-            },
-        }),
-    }))
-}
-
-/// Remembers an admission for its request id, within `max_entries` remembered answers (the
-/// ones nearest their end go first).
-#[allow(clippy::too_many_arguments)]
-#[cold]
-#[inline(never)]
-fn remember(
-    tx: &Connection,
-    key: &BucketKey,
-    request: &Request,
-    v: &Verdict,
-    lease: Option<&LeaseToken>,
-    (now, lease_ttl_ms): (i64, u64),
-    max_entries: u64,
-    delta: &mut Delta,
-) -> rusqlite::Result<()> {
-    let stored: i64 = tx
-        .prepare_cached("SELECT requests FROM stats WHERE id = 0")?
-        .query_row([], |r| r.get(0))?;
-    let over = stored + delta.requests + 1 - max_entries.min(i64::MAX as u64) as i64;
-    if over > 0 {
-        let dropped = tx
-            .prepare_cached(
-                "DELETE FROM requests WHERE key IN (SELECT key FROM requests ORDER BY expires LIMIT ?1)",
-            )?
-            .execute([over])?;
-        delta.requests -= dropped as i64;
-    }
-    // With a lease, the lease's own expiry: the answer cannot outlive it.
-    let expires = lease::expiry(
-        now,
-        if lease.is_some() {
-            lease_ttl_ms
-        } else {
-            request.ttl_ms
-        },
-    );
-    let big = |x: u64| x.min(i64::MAX as u64) as i64;
-    let replaced = tx
-        .prepare_cached("DELETE FROM requests WHERE key = ?1")?
-        .execute([request.name])?;
-    delta.requests += 1 - replaced as i64;
-    tx.prepare_cached(
-        "INSERT INTO requests (key, bucket, lease, expires, remaining, reset_after, next_token)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        request.name,
-        key.bucket,
-        lease.map(|l| l.id.0),
-        expires,
-        big(v.remaining),
-        big(v.reset_after_ms),
-        big(v.next_token_ms)
-    ])?;
-    Ok(())
 }
 
 /// Closes a connection without letting SQLite delete `-wal`/`-shm` by name, as the last
@@ -787,9 +691,8 @@ impl Store for SqliteStore {
         let lease_id = super::lease_id_for(ask)?;
         // A bucket this process last saw admitting will likely admit again: straight to the
         // write lock, without a snapshot first (which would cost an admission a read more).
-        // A call with a request id may be a retry of an admission, which a snapshot would not
-        // see: it is always decided under the write lock.
-        if ask.request.is_none() && !self.admitting.contains(&key.bucket) {
+        // A call with a request id reads its record in the snapshot too (see there).
+        if !self.admitting.contains(&key.bucket) {
             if let Some(denied) = self.deny_from_snapshot(key, ask)? {
                 // Written later (see `noted`): the caller's counts are in our hands now.
                 self.noted.add(unwritten);
@@ -800,8 +703,8 @@ impl Store for SqliteStore {
         let max_entries = self.max_entries;
         let decided = self.write(unwritten, |tx, delta, now| {
             if let Some(request) = &ask.request {
-                if let Some(again) = remembered(tx, key, request, now, delta)? {
-                    return Ok(again);
+                if let Some(verdict) = requests::answered(tx, key, ask, request, now, delta)? {
+                    return Ok(Acquired { verdict, lease: None });
                 }
             }
             let stored = match read_bucket(tx, key)? {
@@ -874,10 +777,8 @@ impl Store for SqliteStore {
                 _ => None,
             };
             delta.counters.dry_run_denied += u64::from(d.verdict.dry_run);
-            if let Some(request) = &ask.request {
-                if d.verdict.took() {
-                    remember(tx, key, request, &d.verdict, lease.as_ref(), (now, lease_ttl_ms), max_entries, delta)?;
-                }
+            if let Some(request) = ask.request.as_ref().filter(|_| d.verdict.took()) {
+                requests::remember(tx, key, request, lease.as_ref(), (now, lease_ttl_ms), max_entries, delta)?;
             }
             Ok(Acquired {
                 verdict: d.verdict,
@@ -911,19 +812,14 @@ impl Store for SqliteStore {
                 });
             }
             if let Some(request) = &first.request {
-                if let Some(again) = remembered(tx, &keys[0], request, now, delta)? {
-                    // A retry: the remembered answer, each limit as it stands now.
-                    let each: Vec<Verdict> = stored
-                        .iter()
-                        .zip(asks)
-                        .map(|(s, a)| decision::peek(s.as_ref().map(|s| s.bucket), &a.policy, now))
-                        .collect();
-                    return Ok(AcquiredAll {
-                        reported: compound::tightest(&each),
-                        verdict: again.verdict,
-                        each,
-                        lease: again.lease,
-                    });
+                let buckets: Vec<Option<Bucket>> = stored
+                    .iter()
+                    .map(|s| s.as_ref().map(|s| s.bucket))
+                    .collect();
+                if let Some(answer) =
+                    requests::answered_all(tx, keys, asks, request, &buckets, now, delta)?
+                {
+                    return Ok(answer);
                 }
             }
             let slots = if first.max_inflight > 0 {
@@ -976,19 +872,16 @@ impl Store for SqliteStore {
                 _ => None,
             };
             delta.counters.dry_run_denied += u64::from(d.verdict.dry_run);
-            if let Some(request) = &first.request {
-                if d.verdict.took() {
-                    remember(
-                        tx,
-                        &keys[0],
-                        request,
-                        &d.verdict,
-                        lease.as_ref(),
-                        (now, lease_ttl_ms),
-                        max_entries,
-                        delta,
-                    )?;
-                }
+            if let Some(request) = first.request.as_ref().filter(|_| d.verdict.took()) {
+                requests::remember(
+                    tx,
+                    &keys[0],
+                    request,
+                    lease.as_ref(),
+                    (now, lease_ttl_ms),
+                    max_entries,
+                    delta,
+                )?;
             }
             Ok(AcquiredAll {
                 verdict: d.verdict,

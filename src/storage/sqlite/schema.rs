@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS stats (
     storage_errors INTEGER NOT NULL DEFAULT 0,
     dry_run_denied INTEGER NOT NULL DEFAULT 0,
     retries INTEGER NOT NULL DEFAULT 0,
+    denied_in_progress INTEGER NOT NULL DEFAULT 0, -- not per bucket: see requests.rs
     -- The Redis backend's counters, written here when this file is its local fallback.
     redis_errors INTEGER NOT NULL DEFAULT 0,
     fallback_switches INTEGER NOT NULL DEFAULT 0,
@@ -50,16 +51,16 @@ CREATE TABLE IF NOT EXISTS stats (
     drain_floor INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO stats (id) VALUES (0);
--- Admissions remembered for their request id (ratelimit_acquire's $request_id): a retry
--- with the same id gets the same answer and takes nothing (see mod.rs, `acquire`).
+-- Admissions remembered for their request id (ratelimit_acquire's $request_id), judged by
+-- core::request: a retry with the same terms is in progress while the lease lives, then
+-- replayed at most `replays` more times (see requests.rs).
 CREATE TABLE IF NOT EXISTS requests (
     key     BLOB PRIMARY KEY,   -- 16-byte pseudonym of (scope, subject, request id)
     bucket  BLOB NOT NULL,      -- the bucket it was charged to
-    lease   BLOB,               -- the lease it took, if any: the answer ends with it
-    expires INTEGER NOT NULL,   -- ms: the lease's expiry, or request_ttl after the admission
-    remaining INTEGER NOT NULL, -- the answer given
-    reset_after INTEGER NOT NULL,
-    next_token INTEGER NOT NULL
+    lease   BLOB,               -- the lease it took, if any
+    terms   BLOB NOT NULL,      -- 16-byte digest of what the call asked for (core::request::Terms)
+    replays INTEGER NOT NULL,   -- replays left
+    expires INTEGER NOT NULL    -- ms: the admission's time + max(request_ttl, lease_ttl if a lease)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS requests_expires ON requests(expires);
 -- Which key the pseudonyms are made with: its keyed fingerprint (never the key) and the key

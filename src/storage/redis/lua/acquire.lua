@@ -1,13 +1,15 @@
 -- One decision (Store::acquire), in one atomic step: expire leases, refill, check, take.
 --
 -- KEYS[1] the bucket (a string, see format_bucket),
--- KEYS[2] its leases (a sorted set of lease ids by expiry), KEYS[3] the request id's remembered
--- answer (a hash, only read and written when ARGV[9] ~= '0'). All three share one hash tag.
+-- KEYS[2] its leases (a sorted set of lease ids by expiry), KEYS[3] the request id's record
+-- (a hash, see request.lua; only read and written when ARGV[9] ~= '0'). All three share one
+-- hash tag.
 -- ARGV: now ('' = the server's TIME), limit, per_ms, cost, max_inflight, lease_ttl_ms,
 -- lease id (hex, '' without inflight), dry_run ('1'/'0'), request_ttl_ms ('0' = no request id),
--- the bucket's name (hex, recorded with a remembered answer).
--- Returns { reason (0 ok, 1 rate, 2 inflight), remaining, retry_after, reset_after, next_token,
--- flags (1 dry run, 2 retried, 4 clock regressed), lease id or '', leases expired }.
+-- the bucket's name (hex, recorded with an admission), the call's terms (hex), replays.
+-- Returns { reason (0 ok, 1 rate, 2 inflight, 3 in progress), remaining, retry_after,
+-- reset_after, next_token, flags (1 dry run, 2 replay, 4 clock regressed), lease id or '',
+-- leases expired }.
 -- (No redis.replicate_commands(): a no-op from Redis 5 on that costs a third of the script. A
 -- server that refuses TIME before a write fails the call before it writes, and the client then
 -- decides with its own clock.)
@@ -16,21 +18,32 @@ local GRACE_MS = 1000
 local limit, per, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) * MILLI
 local max_inflight, lease_ttl, lease_id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local request_ttl = tonumber(ARGV[9])
+local p = policy(limit, per)
 
--- A retry of a remembered admission: the same answer, taking nothing, while its lease lives.
+-- A call with a request id: a replay or a retry in progress takes nothing and writes no
+-- bucket; either tells the bucket as it stands (what a peek would say). Judged by the
+-- decision's clock (the record's own key expires on the server's).
 if request_ttl > 0 then
-  local r = redis.call('HMGET', KEYS[3], 'b', 'l', 'r', 'ra', 'nt', 'e')
-  if r[1] == ARGV[10] then
-    -- Judged by the decision's clock (its key's own expiry runs on the server's).
-    local live = tonumber(r[6]) > now
-    if live and r[2] ~= '' then
-      local e = redis.call('ZSCORE', KEYS[2], r[2])
-      live = e and tonumber(e) > now
+  local j, ends = judged_request(KEYS[3], KEYS[2], ARGV[10], ARGV[11], now)
+  if j ~= 'fresh' then
+    local t, s = parse_bucket(redis.call('GET', KEYS[1]))
+    if t == false then
+      damaged(KEYS[1], p, now)
     end
-    if live then
-      return { 0, tonumber(r[3]), 0, tonumber(r[4]), tonumber(r[5]), 2, r[2], 0 }
+    local b = { tokens = p.cap, stamp = now }
+    if t then
+      b = refill(p, { tokens = t, stamp = s }, now)
     end
-    redis.call('DEL', KEYS[3])
+    local remaining, reset_after = whole_tokens(b), wait_for(p, b, p.cap, now)
+    local next_token = wait_for_next_token(p, b, now)
+    if j == 'replay' then
+      return { 0, remaining, 0, reset_after, next_token, 2, '', 0 }
+    end
+    local dry = 0
+    if ARGV[8] == '1' then
+      dry = 1
+    end
+    return { 3, remaining, math.max(0, ends - now), reset_after, next_token, dry, '', 0 }
   end
 end
 
@@ -43,7 +56,6 @@ if max_inflight > 0 then
   end
 end
 
-local p = policy(limit, per)
 local stored, counts = { tokens = p.cap, stamp = now }, { 0, 0, 0 }
 local t, s, _, _, a, d, i = parse_bucket(redis.call('GET', KEYS[1]))
 if t == false then
@@ -89,11 +101,9 @@ local next_token = wait_for_next_token(p, b, now)
 if reason == 0 and request_ttl > 0 then
   local ttl = request_ttl
   if lease ~= '' then
-    ttl = lease_ttl
+    ttl = math.max(ttl, lease_ttl)
   end
-  redis.call('HSET', KEYS[3], 'b', ARGV[10], 'l', lease, 'r', int(remaining),
-    'ra', int(reset_after), 'nt', int(next_token), 'e', int(now + ttl))
-  redis.call('PEXPIRE', KEYS[3], int(ttl + GRACE_MS))
+  remember_request(KEYS[3], ARGV[10], lease, ARGV[11], tonumber(ARGV[12]), now + ttl, now)
 end
 
 local flags = 0

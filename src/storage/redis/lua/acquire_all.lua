@@ -3,14 +3,17 @@
 -- core::compound::decide_all (and, for which limit is reported, core::compound::tightest).
 --
 -- With n = ARGV[2]: KEYS[1..n] the buckets (strings, see format_bucket), KEYS[n+1] the first
--- bucket's leases, KEYS[n+2] the request id's remembered answer (only read and written when
--- request_ttl > 0). All share the subject's hash tag: one Cluster slot.
+-- bucket's leases, KEYS[n+2] the request id's record (see request.lua; only read and written
+-- when request_ttl > 0). All share the subject's hash tag: one Cluster slot.
 -- ARGV: now ('' = the server's TIME), n, lease_ttl_ms, lease id (hex, '' without inflight),
 -- request_ttl_ms ('0' = no request id), the first bucket's name (hex), max_inflight (of the
--- first limit), then per limit: limit, per_ms, cost, dry_run ('1'/'0').
--- Returns { reported (0-based), flags (2 retried, 4 clock regressed), lease id or '', leases
--- expired, the combined verdict, each limit's verdict (flat) }, a verdict being { reason (0 ok,
--- 1 rate, 2 inflight), remaining, retry_after, reset_after, next_token, dry_run (0/1) }.
+-- first limit), the call's terms (hex), replays, then per limit: limit, per_ms, cost, dry_run
+-- ('1'/'0').
+-- Returns { reported (0-based), flags (2 replay, 4 clock regressed, 8 in progress), lease id or
+-- '', leases expired (or, in progress, ms until the lease ends), the combined verdict, each limit's
+-- verdict (flat) }, a verdict being { reason (0 ok, 1 rate, 2 inflight), remaining, retry_after,
+-- reset_after, next_token, dry_run (0/1) }. A replay or a retry in progress returns each limit
+-- as it stands (a peek) and its combined verdict is made from those by core::compound.
 local now = now_ms(ARGV[1])
 local GRACE_MS = 1000
 local n = tonumber(ARGV[2])
@@ -20,7 +23,7 @@ local LK, QK = KEYS[n + 1], KEYS[n + 2]
 
 local ps, cost, dry, stored, counts = {}, {}, {}, {}, {}
 for i = 1, n do
-  local o = 7 + (i - 1) * 4
+  local o = 9 + (i - 1) * 4
   ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]))
   cost[i] = tonumber(ARGV[o + 3]) * MILLI
   dry[i] = ARGV[o + 4] == '1'
@@ -40,31 +43,26 @@ local function verdict(p, b, reason, retry, shadow)
     shadow and 1 or 0 }
 end
 
--- A retry of a remembered admission: the same answer, taking nothing, while its lease lives;
--- each limit as it stands now (what a peek would say).
+-- A replay or a retry in progress: nothing taken, no bucket written; each limit as it stands
+-- now (what a peek would say).
 if request_ttl > 0 then
-  local r = redis.call('HMGET', QK, 'b', 'l', 'r', 'ra', 'nt', 'e')
-  if r[1] == ARGV[6] then
-    local live = tonumber(r[6]) > now
-    if live and r[2] ~= '' then
-      local e = redis.call('ZSCORE', LK, r[2])
-      live = e and tonumber(e) > now
-    end
-    if live then
-      local each = {}
-      for i = 1, n do
-        local b = refill(ps[i], stored[i], now)
-        local reason, retry = 0, 0
-        if b.tokens < MILLI then
-          reason, retry = 1, wait_for(ps[i], b, MILLI, now)
-        end
-        for _, x in ipairs(verdict(ps[i], b, reason, retry, false)) do
-          each[#each + 1] = x
-        end
+  local j, ends = judged_request(QK, LK, ARGV[6], ARGV[8], now)
+  if j ~= 'fresh' then
+    local each = {}
+    for i = 1, n do
+      local b = refill(ps[i], stored[i], now)
+      local reason, retry = 0, 0
+      if b.tokens < MILLI then
+        reason, retry = 1, wait_for(ps[i], b, MILLI, now)
       end
-      return { 0, 2, r[2], 0, { 0, tonumber(r[3]), 0, tonumber(r[4]), tonumber(r[5]), 0 }, each }
+      for _, x in ipairs(verdict(ps[i], b, reason, retry, false)) do
+        each[#each + 1] = x
+      end
     end
-    redis.call('DEL', QK)
+    if j == 'replay' then
+      return { 0, 2, '', 0, { 0, 0, 0, 0, 0, 0 }, each }
+    end
+    return { 0, 8, '', math.max(0, ends - now), { 0, 0, 0, 0, 0, 0 }, each }
   end
 end
 
@@ -148,11 +146,9 @@ local combined = verdict(ps[rep], bs[rep], reason[rep], retry[rep], dry[rep] and
 if all and request_ttl > 0 then
   local ttl = request_ttl
   if lease ~= '' then
-    ttl = lease_ttl
+    ttl = math.max(ttl, lease_ttl)
   end
-  redis.call('HSET', QK, 'b', ARGV[6], 'l', lease, 'r', int(combined[2]), 'ra', int(combined[4]),
-    'nt', int(combined[5]), 'e', int(now + ttl))
-  redis.call('PEXPIRE', QK, int(ttl + GRACE_MS))
+  remember_request(QK, ARGV[6], lease, ARGV[8], tonumber(ARGV[9]), now + ttl, now)
 end
 
 local flags = 0
