@@ -28,7 +28,7 @@ const fn directive(
 }
 
 /// The directives every backend reads.
-pub const SHARED: [Directive; 11] = [
+pub const SHARED: [Directive; 12] = [
     directive(c"ratelimit.key_file", c"", |c, v| {
         c.key_file = absolute(v)?;
         Ok(())
@@ -530,7 +530,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 23);
+        assert_eq!(names.len(), 24);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
