@@ -1,5 +1,5 @@
 --TEST--
-ratelimit.request_replays: an admission with a $request_id is replayed at most that many times, then the retry is charged like any call (and remembered anew); 0: never replayed; an invalid value warns and keeps the default
+ratelimit.request_replays: an admission with a $request_id is replayed at most that many times, then the retry is charged like any call (and remembered anew); 0: never replayed; an invalid value warns and every call throws naming it
 --EXTENSIONS--
 ratelimit
 --INI--
@@ -23,11 +23,13 @@ echo "-- request_replays=0: every retry is charged\n";
 $r = rl_run(['ratelimit.request_replays' => '0'], 'for ($i = 0; $i < 3; $i++) { $d = ratelimit_acquire("c", 10, 3600, 0, "api", 1, "k"); echo ($d->replay ? "replay" : "charged"), "/", $d->remaining, " "; } echo "\n";');
 echo trim($r['out']), "\n";
 
-echo "-- invalid values warn and keep the default\n";
+echo "-- invalid values warn, and every call throws naming the directive\n";
 foreach (['-1', '1001', 'x'] as $bad) {
-    $r = rl_run(['ratelimit.request_replays' => $bad, 'display_startup_errors' => '1', 'error_log' => ''], 'echo ini_get("ratelimit.request_replays"), "\n";');
+    $r = rl_run(['ratelimit.request_replays' => $bad, 'display_startup_errors' => '1', 'error_log' => ''],
+        'try { ratelimit_acquire("c", 1, 60, request_id: "k"); echo "decided\n"; } catch (RateLimit\Exception $e) { echo "threw: ", $e->getMessage(), "\n"; }');
     $warned = str_contains($r['out'] . $r['err'], 'Invalid value') && str_contains($r['out'] . $r['err'], 'ratelimit.request_replays');
-    echo var_export($bad, true), ": warned=", var_export($warned, true), " value=", trim(preg_replace('/^.*Invalid value.*\n?/m', '', $r['out'])), "\n";
+    echo var_export($bad, true), ": warned=", var_export($warned, true), " threw naming it: ",
+        var_export(str_contains($r['out'], 'threw: ') && str_contains($r['out'], 'ratelimit.request_replays (expected'), true), "\n";
 }
 ?>
 --CLEAN--
@@ -41,7 +43,7 @@ charged/9 replay/9 replay/9 charged/8 replay/8 replay/8 charged/7
 allowed=3 retries=4
 -- request_replays=0: every retry is charged
 charged/9 charged/8 charged/7
--- invalid values warn and keep the default
-'-1': warned=true value=3
-'1001': warned=true value=3
-'x': warned=true value=3
+-- invalid values warn, and every call throws naming the directive
+'-1': warned=true threw naming it: true
+'1001': warned=true threw naming it: true
+'x': warned=true threw naming it: true
