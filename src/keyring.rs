@@ -223,10 +223,12 @@ impl KeyRing {
                     };
                     let expected = recorded.as_ref().map(|r| r.fingerprint);
                     if store.record_key(&new, expected.as_ref())? {
-                        match (&recorded, previous, self.settled_since) {
-                            (Some(_), Some(_), _) => log.note(Event::KeyChanged, &place),
-                            // Recorded again: the store had lost it, or held a younger key.
-                            (_, None, Some(_)) => log.note(Event::KeyRestored, &place),
+                        match (&recorded, previous) {
+                            (Some(_), Some(_)) => log.note(Event::KeyChanged, &place),
+                            // Over a younger key (a stray host's, into a store that had lost
+                            // ours): worth a line. Into an empty store (a local fallback's
+                            // first use, a flushed Redis) it is routine.
+                            (Some(_), None) => log.note(Event::KeyRestored, &place),
                             _ => {}
                         }
                         self.settled_since = Some(since_ms);

@@ -55,7 +55,7 @@ impl Event {
                 "primary store unavailable, deciding with the local fallback"
             }
             Event::KeyRestored => {
-                "key recorded again: the store had lost it, or a host that came later had recorded its own"
+                "key recorded again over a younger key that another host recorded after the store had lost ours"
             }
         }
     }
