@@ -37,6 +37,7 @@
  * | ratelimit.redis_prefix      | rl:      | put before every key, so that several sites can share one Redis |
  * | ratelimit.redis_timeout_ms  | 50       | the most one call waits for Redis, connecting, writing and reading together; then "unavailable" |
  * | ratelimit.redis_fallback    | none     | while Redis is unavailable: `none` ("unavailable", then fail_open) or `local` (decide with this host's SQLite file at db_path: the limit becomes per host) |
+ * | ratelimit.redis_allow_eviction | 0   | 1: decide also on a Redis whose maxmemory-policy evicts keys (every bucket has a time to live, so volatile-* policies evict them too: a silently reset limit). 0: such a server is a RateLimit\Exception on every call |
  * | ratelimit.redis_breaker_failures  | 5     | Redis failures within redis_breaker_window_ms that open the host-wide breaker (calls then skip Redis) |
  * | ratelimit.redis_breaker_window_ms | 10000 | the window of redis_breaker_failures |
  * | ratelimit.redis_breaker_retry_ms  | 1000  | how long the breaker stays open before one probe per host is let through |

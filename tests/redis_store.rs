@@ -363,6 +363,89 @@ fn a_user_without_the_permission_to_run_scripts_is_a_misconfiguration() {
     assert!(!e.to_string().contains("pw@"), "no password: {e}");
 }
 
+/// A redis-server of this test's own, on a unix socket in `dir`, with `args`; killed on drop.
+struct OwnServer(std::process::Child, String);
+
+impl OwnServer {
+    fn start(dir: &std::path::Path, args: &[&str]) -> Self {
+        let sock = dir.join("redis.sock");
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(&sock)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/install-deps installs it)");
+        let url = format!("unix://{}", sock.display());
+        for _ in 0..500 {
+            if redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection())
+                .is_ok()
+            {
+                return OwnServer(child, url);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("redis-server on {url} did not start");
+    }
+
+    fn store(&self) -> RedisStore {
+        let settings = RedisSettings {
+            target: Target::parse(&self.1, &[]).unwrap(),
+            prefix: fresh_prefix(),
+            timeout_ms: 2_000,
+            flush_ms: 0,
+        };
+        RedisStore::new(settings, None, system_clock(), OpsLog::none())
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(dir.path(), &["--maxmemory-policy", "volatile-lru"]);
+    let mut s = server.store();
+    let e = s
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    assert!(
+        e.to_string().contains("maxmemory-policy is volatile-lru"),
+        "{e}"
+    );
+    let mut accepting = server.store().allowing_eviction();
+    assert!(
+        accepting
+            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    // Set right at run time: the next connection finds it.
+    let mut admin = redis::Client::open(server.1.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory-policy", "noeviction"])
+        .query(&mut admin)
+        .unwrap();
+    assert!(
+        s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            .unwrap()
+            .verdict
+            .allowed
+    );
+}
+
 /// A listener that accepts connections and never answers: to a client, a SIGSTOPped Redis (the
 /// kernel still completes the handshake).
 fn silent_server() -> (std::net::TcpListener, String) {

@@ -167,7 +167,7 @@ pub const SQLITE: [Directive; 3] = [
 ];
 
 /// The directives of the Redis backend (and of its breaker and fallback).
-pub const REDIS: [Directive; 9] = [
+pub const REDIS: [Directive; 10] = [
     directive(c"ratelimit.backend", c"sqlite", |c, v| {
         c.backend = match v.trim() {
             "sqlite" => Backend::Sqlite,
@@ -216,6 +216,10 @@ pub const REDIS: [Directive; 9] = [
             "local" => Fallback::Local,
             _ => return Err(Invalid("expected none or local")),
         };
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_allow_eviction", c"0", |c, v| {
+        c.redis.allow_eviction = boolean(v)?;
         Ok(())
     }),
     directive(c"ratelimit.redis_breaker_failures", c"5", |c, v| {
@@ -340,6 +344,8 @@ pub struct RedisConfig {
     pub timeout_ms: u64,
     pub fallback: Fallback,
     pub breaker: BreakerConfig,
+    /// Decide also on a server whose `maxmemory-policy` evicts keys (refused by default).
+    pub allow_eviction: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -530,7 +536,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 24);
+        assert_eq!(names.len(), 25);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();

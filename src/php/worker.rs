@@ -148,12 +148,12 @@ fn open_store(
                 timeout_ms: r.timeout_ms,
                 flush_ms: redis::FLUSH_MS,
             };
-            let redis = Box::new(RedisStore::new(
-                settings,
-                None,
-                Arc::clone(&clock),
-                Arc::clone(log),
-            ));
+            let redis = RedisStore::new(settings, None, Arc::clone(&clock), Arc::clone(log));
+            let redis = Box::new(if r.allow_eviction {
+                redis.allowing_eviction()
+            } else {
+                redis
+            });
             // The breaker's state is the host's: every worker reads it before asking Redis.
             let shared =
                 HostBreaker::open(&HostBreaker::path_for(db_path)).map_err(Error::Store)?;

@@ -87,6 +87,18 @@ enum Servers {
 }
 
 impl Conn {
+    /// Accepts a server whose `maxmemory-policy` evicts keys (see [`evicting_policy`]): the
+    /// operator's explicit choice (`ratelimit.redis_allow_eviction`).
+    pub fn allow_eviction(&mut self) {
+        match &mut self.servers {
+            Servers::Single(n) => n.check_policy = false,
+            Servers::Cluster(c) => {
+                c.check_policy = false;
+                c.nodes.iter_mut().for_each(|n| n.check_policy = false);
+            }
+        }
+    }
+
     pub fn new(target: Target, timeout: Duration) -> Self {
         let servers = match &target {
             Target::Single(info) => Servers::Single(Node::new((**info).clone())),
@@ -202,7 +214,7 @@ impl Conn {
                 let what = match kind {
                     ErrorKind::Timeout => "no answer in time",
                     ErrorKind::Unreachable => "unreachable",
-                    ErrorKind::Misconfigured => "refused the connection settings",
+                    ErrorKind::Misconfigured => "cannot be used with these settings",
                     ErrorKind::Corrupt => "holds a damaged bucket",
                     _ => "failed",
                 };
@@ -217,6 +229,39 @@ impl Conn {
 /// (`SELECT` at connect, which the redis crate reports as a refusal to switch database).
 fn refuses_settings(r: &RedisError) -> bool {
     r.code() == Some("NOPERM") || r.to_string().contains("refused to switch database")
+}
+
+/// The server's `maxmemory-policy` when it evicts keys under memory pressure. Every bucket has
+/// a time to live, so the `volatile-*` policies evict them as the `allkeys-*` ones do: only
+/// `noeviction` keeps a limit from being silently reset (memory full is then an error, and so
+/// a denial). Read from `INFO memory` (which managed services allow, unlike `CONFIG GET`); a
+/// server that will not tell (no permission for INFO) is not refused for it.
+fn evicting_policy(info: &str) -> Option<&str> {
+    let policy = info
+        .lines()
+        .find_map(|l| l.strip_prefix("maxmemory_policy:"))?
+        .trim();
+    (policy != "noeviction").then_some(policy)
+}
+
+fn refuse_evicting_server(c: &mut redis::Connection) -> Result<(), RedisError> {
+    let info: String = match redis::cmd("INFO").arg("memory").query(c) {
+        Ok(i) => i,
+        Err(e) if e.code() == Some("NOPERM") => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    match evicting_policy(&info) {
+        None => Ok(()),
+        Some(p) => Err(RedisError::from((
+            redis::ErrorKind::InvalidClientConfig,
+            "the server evicts keys",
+            format!(
+                "maxmemory-policy is {p}: under memory pressure it would delete buckets and \
+                 silently reset limits; set maxmemory-policy noeviction (a dedicated instance \
+                 or database), or ratelimit.redis_allow_eviction=1 to accept it"
+            ),
+        ))),
+    }
 }
 
 enum Fault {
@@ -239,6 +284,8 @@ struct Node {
     live: Option<redis::Connection>,
     /// The read and write timeouts set on `live` now (a system call to change).
     io_timeout: Option<Duration>,
+    /// Whether a new connection first makes sure the server does not evict keys.
+    check_policy: bool,
 }
 
 impl Node {
@@ -247,6 +294,7 @@ impl Node {
             info,
             live: None,
             io_timeout: None,
+            check_policy: true,
         }
     }
 
@@ -282,11 +330,16 @@ impl Node {
         let budget = left(deadline)?;
         if self.live.is_none() {
             let client = redis::Client::open(self.info.clone()).map_err(Fault::Redis)?;
-            self.live = Some(
-                client
-                    .get_connection_with_timeout(budget)
-                    .map_err(Fault::Redis)?,
-            );
+            let mut c = client
+                .get_connection_with_timeout(budget)
+                .map_err(Fault::Redis)?;
+            if self.check_policy {
+                let budget = left(deadline)?;
+                c.set_read_timeout(Some(budget)).map_err(Fault::Redis)?;
+                c.set_write_timeout(Some(budget)).map_err(Fault::Redis)?;
+                refuse_evicting_server(&mut c).map_err(Fault::Redis)?;
+            }
+            self.live = Some(c);
             self.io_timeout = None;
         }
         let budget = left(deadline)?;
@@ -332,6 +385,8 @@ struct Cluster {
     slots: Vec<(u16, u16, usize)>,
     /// Where the next reading of the slots starts: past a node that failed.
     cursor: usize,
+    /// Given to the nodes met later (see [`Node::check_policy`]).
+    check_policy: bool,
 }
 
 impl Cluster {
@@ -340,6 +395,7 @@ impl Cluster {
             nodes: seeds.iter().cloned().map(Node::new).collect(),
             slots: Vec::new(),
             cursor: 0,
+            check_policy: true,
         }
     }
 
@@ -469,7 +525,9 @@ impl Cluster {
             _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
         };
         let info = seed.clone().set_addr(addr);
-        self.nodes.push(Node::new(info));
+        let mut node = Node::new(info);
+        node.check_policy = self.check_policy;
+        self.nodes.push(node);
         self.nodes.len() - 1
     }
 }
@@ -526,6 +584,28 @@ fn slot(key: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
+    use super::evicting_policy;
+
+    #[test]
+    fn only_noeviction_keeps_every_bucket() {
+        let info = |p: &str| format!("# Memory\r\nused_memory:1\r\nmaxmemory_policy:{p}\r\n");
+        assert_eq!(evicting_policy(&info("noeviction")), None);
+        for p in [
+            "allkeys-lru",
+            "volatile-lru",
+            "volatile-ttl",
+            "allkeys-random",
+            "volatile-lfu",
+        ] {
+            assert_eq!(evicting_policy(&info(p)), Some(p));
+        }
+        assert_eq!(
+            evicting_policy("# Memory\r\n"),
+            None,
+            "not told: not refused"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -187,6 +187,13 @@ impl RedisStore {
         }
     }
 
+    /// Decides also on a server that evicts keys (`ratelimit.redis_allow_eviction`): refused
+    /// otherwise, since an evicted bucket is a silently reset limit.
+    pub fn allowing_eviction(mut self) -> Self {
+        self.conn.allow_eviction();
+        self
+    }
+
     fn tagged(&self, key: &BucketKey, kind: &str, name: &[u8]) -> String {
         let mut k = String::with_capacity(self.prefix.len() + 40 + 2 * name.len());
         k.push_str(&self.prefix);

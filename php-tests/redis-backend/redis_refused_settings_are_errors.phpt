@@ -3,10 +3,10 @@ Redis refusing the configuration (a database number it does not have, a user wit
 --EXTENSIONS--
 ratelimit
 --SKIPIF--
-<?php require __DIR__ . '/_helpers.inc'; if (rl_backend() !== 'redis') die('skip the Redis backend only (runs with RL_TEST_BACKEND=redis)'); ?>
+<?php require __DIR__ . '/../_helpers.inc'; if (rl_backend() !== 'redis') die('skip the Redis backend only (runs with RL_TEST_BACKEND=redis)'); ?>
 --FILE--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 $dir = rl_isolate();
 $url = getenv('RL_REDIS_URL');
 $user = 'rl-phpt-noperm-' . getmypid();
@@ -32,7 +32,7 @@ exec($cli . "ACL DELUSER $user");
 ?>
 --CLEAN--
 <?php
-require __DIR__ . '/_helpers.inc';
+require __DIR__ . '/../_helpers.inc';
 rl_clean('redis_refused_settings_are_errors');
 ?>
 --EXPECT--
