@@ -377,17 +377,18 @@ impl OwnServer {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server (scripts/install-deps installs it)");
-        let url = format!("unix://{}", sock.display());
+        // Owned at once: killed on drop, also when it never answers.
+        let server = OwnServer(child, format!("unix://{}", sock.display()));
         for _ in 0..500 {
-            if redis::Client::open(url.as_str())
+            if redis::Client::open(server.1.as_str())
                 .and_then(|c| c.get_connection())
                 .is_ok()
             {
-                return OwnServer(child, url);
+                return server;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        panic!("redis-server on {url} did not start");
+        panic!("redis-server on {} did not start", server.1);
     }
 
     fn store(&self) -> RedisStore {
