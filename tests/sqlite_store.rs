@@ -662,3 +662,42 @@ fn workers_hammering_a_subject_at_its_limit_admit_exactly_the_limit() {
         "every worker denied from its cache: {sources:?}"
     );
 }
+
+#[test]
+fn a_database_of_a_newer_build_is_refused_not_used_nor_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rl.sqlite");
+    let clock = ManualClock::at(T0);
+    acquire(&mut open(&path, 100, &clock), &clock, T0, 1, 5, 60_000, 0);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch("PRAGMA user_version = 99").unwrap();
+    drop(c);
+    let e = SqliteStore::open(&path, 100, 100, clock.clock())
+        .err()
+        .expect("refused at open");
+    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    assert!(e.to_string().contains("newer build"), "{e}");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 99, "left as it was");
+}
+
+#[test]
+fn a_database_of_an_older_schema_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rl.sqlite");
+    // As a build that never landed left it: version 6, a key record without its host.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode=WAL; CREATE TABLE keyring (id INTEGER PRIMARY KEY, fingerprint BLOB, path TEXT);
+         CREATE TABLE stats (id INTEGER PRIMARY KEY); PRAGMA user_version = 6;",
+    )
+    .unwrap();
+    drop(c);
+    let clock = ManualClock::at(T0);
+    let mut s = open(&path, 100, &clock);
+    assert!(acquire(&mut s, &clock, T0, 1, 5, 60_000, 0).verdict.allowed);
+    assert!(s.stats().is_ok());
+}

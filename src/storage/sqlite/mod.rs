@@ -282,7 +282,19 @@ impl SqliteStore {
                     return Err(e);
                 }
                 Err(e) => return Err(e),
-                Ok(()) => {
+                Ok(schema::Schema::Newer(v)) => {
+                    return Err(StoreError::new(
+                        ErrorKind::Misconfigured,
+                        format!(
+                            "database {} was made by a newer build of ratelimit (schema {v}, this \
+                             build knows {}): run one build on it, or give this one another \
+                             ratelimit.db_path",
+                            self.path.display(),
+                            schema::SCHEMA_VERSION
+                        ),
+                    ))
+                }
+                Ok(schema::Schema::Ready) => {
                     // -wal and -shm exist now: give them the database's mode.
                     crate::trust::match_companion_modes(&self.path)?;
                     return Ok(conn);

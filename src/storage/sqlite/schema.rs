@@ -77,15 +77,27 @@ CREATE TABLE IF NOT EXISTS keyring (
 
 /// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only
 /// short-lived limits, which start afresh.
-const SCHEMA_VERSION: i64 = 6;
+/// (7: the request records' terms and the key record's host, replaced key and time, which two
+/// builds that never landed had each numbered 6.)
+pub const SCHEMA_VERSION: i64 = 7;
 
 const DROP_OLD_SCHEMA: &str =
     "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;
      DROP TABLE IF EXISTS requests; DROP TABLE IF EXISTS keyring;";
 
+/// Whether a file's tables are this build's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    Ready,
+    /// Made by a newer build (its version): never used, nor rebuilt, by this one. Its tables
+    /// are not ours (every statement could fail on them), and a rebuild would reset the limits
+    /// of the newer build's processes, which would rebuild it back.
+    Newer(i64),
+}
+
 /// Sets the file up for this connection: small pages, WAL, `synchronous=NORMAL`, and the
 /// tables when the file has none or older ones.
-pub fn init(conn: &Connection) -> rusqlite::Result<()> {
+pub fn init(conn: &Connection) -> rusqlite::Result<Schema> {
     // Every commit appends whole pages to the WAL (a decision usually writes one: its
     // bucket's); small pages keep that append small. Takes effect only on a new, empty file.
     conn.execute_batch("PRAGMA page_size=1024")?;
@@ -108,6 +120,8 @@ pub fn init(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
         }
         tx.commit()?;
+    } else if version > SCHEMA_VERSION {
+        return Ok(Schema::Newer(version));
     }
-    Ok(())
+    Ok(Schema::Ready)
 }
