@@ -264,17 +264,13 @@ fn absolute(v: &str) -> Result<String, Invalid> {
     }
 }
 
-/// `value` as it may be shown in a warning or an error: a URL's user and password (of each
-/// URL of a comma-separated list) replaced by `***`.
-pub fn shown(value: &str) -> String {
-    value
-        .split(',')
-        .map(|u| match (u.find("://"), u.rfind('@')) {
-            (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
-            _ => u.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+/// The value of directive `name` as it may be shown in a warning: never a Redis address's (a
+/// mistyped one may hold a password anywhere), and no control character.
+pub fn shown(name: &str, value: &str) -> String {
+    if name.starts_with("ratelimit.redis_url") || name.starts_with("ratelimit.redis_cluster") {
+        return "(not shown: it may hold a password)".into();
+    }
+    format!("{value:?}")
 }
 
 /// A Redis address as `redis://`, `rediss://` (TLS) or `unix://` (or `redis+unix://`); the
@@ -430,6 +426,10 @@ impl Config {
         let d = directives()
             .find(|d| d.name.to_bytes() == name.as_bytes())
             .ok_or(Invalid("unknown directive"))?;
+        if value.contains('\0') {
+            // Paths and addresses are C strings to the system: a NUL would cut them short.
+            return Err(Invalid("a NUL byte is not allowed"));
+        }
         (d.set)(self, value)
     }
 
@@ -443,6 +443,13 @@ impl Config {
             self.broken.push((name.to_string(), why.0));
         }
         set
+    }
+
+    /// Marks `name` broken for a value refused before it could be parsed (not UTF-8).
+    pub fn refuse(&mut self, name: &str, why: Invalid) -> Result<(), Invalid> {
+        self.broken.retain(|(n, _)| n != name);
+        self.broken.push((name.to_string(), why.0));
+        Err(why)
     }
 
     /// The error every call gets while a directive is broken: names each, never its value
@@ -700,13 +707,30 @@ mod tests {
     }
 
     #[test]
-    fn a_shown_url_hides_its_credentials() {
+    fn a_redis_address_is_never_shown() {
+        for (name, v) in [
+            ("ratelimit.redis_url", "redis//default:pw@h"),
+            ("ratelimit.redis_url", "Redis://:pa,ssW0rd@h:1/0"),
+            ("ratelimit.redis_cluster", "redis://a:1,user:pw@b"),
+        ] {
+            assert!(!shown(name, v).contains("pw") && !shown(name, v).contains("ssW0rd"));
+        }
         assert_eq!(
-            shown("redis://u:secret@h:1/0,rediss://:pw@k:2"),
-            "redis://***@h:1/0,rediss://***@k:2"
+            shown("ratelimit.db_path", "rl\n.sqlite"),
+            "\"rl\\n.sqlite\""
         );
-        assert_eq!(shown("redis://h:1/0"), "redis://h:1/0");
-        assert_eq!(shown("rl.sqlite"), "rl.sqlite");
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused_in_any_value() {
+        let mut c = Config::defaults();
+        for name in [
+            "ratelimit.db_path",
+            "ratelimit.key_file",
+            "ratelimit.dry_run",
+        ] {
+            assert!(c.set(name, "/x\0y").is_err(), "{name}");
+        }
     }
 
     #[test]

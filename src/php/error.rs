@@ -43,6 +43,8 @@ impl Error {
             Error::Untrusted(e) => (e.to_string(), exception_ce()),
             Error::Internal(m) => (format!("ratelimit: internal error: {m}"), exception_ce()),
         };
-        PhpException::new(msg, 0, class).throw();
+        // A message with a NUL byte (a path from the system, a forged record) cannot be thrown
+        // as it is, and PHP would throw a plain Error in its place.
+        PhpException::new(msg.replace('\0', "\\0"), 0, class).throw();
     }
 }

@@ -5,7 +5,7 @@
 //! set: php.ini, `-d`, or an FPM pool's `php_admin_value` (applied in each child after fork).
 //! Reading the configuration on the hot path is then a lock and a clone, not an ini scan.
 
-use crate::core::config::{shown, Config, Directive, REDIS, SHARED, SQLITE};
+use crate::core::config::{shown, Config, Directive, Invalid, REDIS, SHARED, SQLITE};
 use ext_php_rs::ffi::{php_error_docref, zend_ini_entry, zend_string, E_WARNING};
 use ext_php_rs::flags::IniEntryPermission;
 use ext_php_rs::types::ZendStr;
@@ -61,10 +61,10 @@ pub fn register(module_number: i32) {
     IniEntryDef::register(ENTRIES.as_slice(), module_number);
 }
 
-fn zstr(s: *mut zend_string) -> Option<String> {
+fn zstr(s: *mut zend_string) -> Option<Vec<u8>> {
     // SAFETY: PHP passes either null or a valid zend_string that outlives this call.
     let s = unsafe { s.cast::<ZendStr>().as_ref() }?;
-    Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+    Some(s.as_bytes().to_vec())
 }
 
 /// Parses and stores a new value. A value that cannot work is taken as written and marks its
@@ -86,14 +86,20 @@ unsafe extern "C" fn on_modify(
         // SAFETY: PHP passes the entry being modified; its name is a valid zend_string.
         let name = unsafe { entry.as_ref() }
             .and_then(|e| zstr(e.name))
+            .map(|n| String::from_utf8_lossy(&n).into_owned())
             .unwrap_or_default();
-        let value = zstr(new_value).unwrap_or_default();
+        let raw = zstr(new_value).unwrap_or_default();
         let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
         let mut config = guard.as_deref().cloned().unwrap_or_else(Config::defaults);
-        if let Err(why) = config.apply(&name, &value) {
+        // Not UTF-8: refused, never rewritten (two different byte paths must not become one).
+        let applied = match std::str::from_utf8(&raw) {
+            Ok(value) => config.apply(&name, value),
+            Err(_) => config.refuse(&name, Invalid("expected UTF-8 text")),
+        };
+        if let Err(why) = applied {
             warn(&format!(
-                "Invalid value {:?} for {name} ({}); every ratelimit call throws until it is fixed",
-                shown(&value),
+                "Invalid value {} for {name} ({}); every ratelimit call throws until it is fixed",
+                shown(&name, &String::from_utf8_lossy(&raw)),
                 why.0
             ));
         }
