@@ -519,6 +519,35 @@ fn remembered_requests_are_bounded_by_max_entries() {
     assert_eq!(s.stats().unwrap().counters.retries, 1);
 }
 
+/// A remembered request whose lease is live is never dropped to make room: the red team dropped
+/// one (max_entries 3) by admitting other subjects, and its retry was admitted beside it.
+#[test]
+fn a_request_whose_lease_is_live_is_never_dropped_to_make_room() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 3, &clock);
+    let first = with_request(ask(10, 60_000, 2), 7, 60_000);
+    assert!(s
+        .acquire(&key(1), &first, 60_000, &NONE)
+        .unwrap()
+        .verdict
+        .took());
+    for n in 10..30u8 {
+        clock.set(T0 + i64::from(n));
+        let other = with_request(ask(10, 60_000, 0), n, 600_000);
+        s.acquire(&key(n), &other, 60_000, &NONE).unwrap();
+    }
+    let again = s.acquire(&key(1), &first, 60_000, &NONE).unwrap();
+    assert_eq!(
+        (
+            again.verdict.allowed,
+            again.verdict.reason,
+            again.lease.is_some()
+        ),
+        (false, Reason::InProgress, false)
+    );
+}
+
 /// Denials from snapshots are counted in their bucket's row, for `top`; when another process
 /// drops the row first (a reset), they go into the totals instead: each counted once.
 #[test]

@@ -159,10 +159,36 @@ pub fn count(v: &Verdict, delta: &mut Delta) {
 }
 
 /// Remembers an admission made with `r` (replacing any record of its name), within
-/// `max_entries` records (the ones nearest their end go first).
+/// `max_entries` records (the ones nearest their end go first, never one whose lease is live:
+/// see [`make_room`]).
 #[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
+/// Records whose lease is live are never dropped to make room: that would let a retry run
+/// beside its first attempt (the red team dropped one by admitting other subjects). Looks at
+/// the `over + ROOM_SCAN` records nearest their end (the `expires` index), drops up to `over`
+/// of those without a live lease, and returns how many it dropped.
+fn make_room(tx: &Connection, over: i64, now: i64, delta: &mut Delta) -> rusqlite::Result<i64> {
+    const ROOM_SCAN: i64 = 64;
+    let candidates: Vec<[u8; 16]> = tx
+        .prepare_cached(
+            "SELECT r.key FROM (SELECT key, lease FROM requests ORDER BY expires LIMIT ?1) r
+             WHERE r.lease IS NULL OR NOT EXISTS
+               (SELECT 1 FROM leases l WHERE l.id = r.lease AND l.expires > ?2)
+             LIMIT ?3",
+        )?
+        .query_map(params![over + ROOM_SCAN, now, over], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut dropped = 0;
+    for key in &candidates {
+        dropped += tx
+            .prepare_cached("DELETE FROM requests WHERE key = ?1")?
+            .execute([key])? as i64;
+    }
+    delta.requests -= dropped;
+    Ok(dropped)
+}
+
 pub fn remember(
     tx: &Connection,
     key: &BucketKey,
@@ -183,13 +209,11 @@ pub fn remember(
         .prepare_cached("SELECT requests FROM stats WHERE id = 0")?
         .query_row([], |row| row.get(0))?;
     let over = stored + delta.requests + 1 - max_entries.min(i64::MAX as u64) as i64;
-    if over > 0 {
-        let dropped = tx
-            .prepare_cached(
-                "DELETE FROM requests WHERE key IN (SELECT key FROM requests ORDER BY expires LIMIT ?1)",
-            )?
-            .execute([over])?;
-        delta.requests -= dropped as i64;
+    if over > 0 && make_room(tx, over, now, delta)? < over {
+        // Every record near its end still has a live lease: dropping one would let a retry of
+        // that request run beside it. This admission is not remembered instead (its retries
+        // are charged like any call).
+        return Ok(());
     }
     let expires = request::expiry(now, r.ttl_ms, lease.map(|_| lease_ttl_ms));
     tx.prepare_cached(
