@@ -35,7 +35,7 @@ echo "admitted $admitted of 24 asked (limit 10)\n";
 echo "the other host refused: ", count($refused), " times\n";
 $m = $refused[0] ?? '';
 echo "names the key file: ", var_export(substr_count($m, $key) === 2, true), "\n";
-echo "names both hosts: ", var_export(str_contains($m, '"container-2"') && str_contains($m, json_encode($host)), true), "\n";
+echo "names both hosts: ", var_export(str_contains($m, '"container-2 (boot ') && str_contains($m, '"' . $host . ' (boot '), true), "\n";
 echo "names the subject: ", var_export(str_contains($m, 'Shared-Subject'), true), "\n";
 foreach ([$here, $there] as $w) { fclose($w[1][0]); proc_close($w[0]); }
 ?>

@@ -30,33 +30,38 @@ struct FileId {
 
 fn file_id(path: &Path) -> Option<FileId> {
     let m = std::fs::metadata(path).ok()?;
+    // A symbolic link repointed (to a key file made earlier) changed when the link did.
+    let link_ctime = std::fs::symlink_metadata(path)
+        .map(|l| (l.ctime(), l.ctime_nsec()))
+        .unwrap_or((0, 0));
+    let (ctime, ctime_nsec) = link_ctime.max((m.ctime(), m.ctime_nsec()));
     Some(FileId {
         dev: m.dev(),
         ino: m.ino(),
         size: m.size(),
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-        ctime_ms: m.ctime().saturating_mul(1_000) + m.ctime_nsec() / 1_000_000,
+        ctime_ms: ctime.saturating_mul(1_000) + ctime_nsec / 1_000_000,
     })
 }
 
-/// Wall-clock milliseconds: the time a key was first recorded, as the key file's ctime is.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis().min(i64::MAX as u128) as i64)
-}
-
-/// This host's name (its UTS namespace's: a container's own), which tells apart two hosts
-/// or containers whose key files share a path.
+/// Which host this is, to tell apart two hosts or containers whose key files share a path: its
+/// host name (its UTS namespace's: a container's own) and its kernel's boot id (two machines
+/// cloned with one host name differ there; the containers of one kernel share it).
 fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most `buf.len()` bytes into a buffer we own.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::new();
-    }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    let name = if rc == 0 {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    format!(
+        "{name} (boot {})",
+        boot.trim().get(..8).unwrap_or("unknown")
+    )
 }
 
 struct Key {
@@ -202,7 +207,7 @@ impl KeyRing {
                 file_changed_ms: self.identity.map(|f| f.ctime_ms),
                 reread,
             };
-            match keyswitch::resolve(held, recorded.as_ref(), now_ms()) {
+            match keyswitch::resolve(held, recorded.as_ref()) {
                 Action::Keep => {
                     let since = recorded.map_or(0, |r| r.since_ms);
                     self.settled_since = Some(since);
@@ -231,7 +236,17 @@ impl KeyRing {
                             (Some(_), None) => log.note(Event::KeyRestored, &place),
                             _ => {}
                         }
-                        self.settled_since = Some(since_ms);
+                        self.settled_since = match since_ms {
+                            // Stamped by the store: read back what it wrote (a failure only
+                            // delays settling to the next check).
+                            keyswitch::STAMP_NOW => store
+                                .key_record()
+                                .ok()
+                                .flatten()
+                                .filter(|r| r.fingerprint == self.current.fingerprint)
+                                .map(|r| r.since_ms),
+                            s => Some(s),
+                        };
                         self.replaced = None;
                         break;
                     }
@@ -299,9 +314,12 @@ fn conflict_text(
     rec: &KeyRecord,
 ) -> String {
     let (theirs, mine) = (keyswitch::short(&rec.fingerprint), keyswitch::short(ours));
+    // What another host wrote (or anyone with write access to the store): quoted, escaped, cut.
+    let cut = |s: &str| format!("{:?}", s.chars().take(200).collect::<String>());
     let recorded = format!(
-        "key {theirs} of key file {} on host {:?}",
-        rec.path, rec.host
+        "key {theirs} of key file {} on host {}",
+        cut(&rec.path),
+        cut(&rec.host)
     );
     match c {
         Conflict::Superseded => format!(
@@ -320,7 +338,7 @@ fn conflict_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::fake::{Fake, Manual};
+    use crate::storage::fake::Fake;
 
     /// A ring whose key file is in a directory of its own, and a fake store to check it with.
     struct Setup {
@@ -334,7 +352,8 @@ mod tests {
         fn new() -> Self {
             let dir = tempfile::tempdir().unwrap();
             let ring = KeyRing::load(&dir.path().join("key"), true, None).unwrap();
-            let fake = Fake::new(Manual::at(0).clock());
+            // The host's clock: records are stamped with it, and compared with file times.
+            let fake = Fake::new(crate::storage::system_clock());
             let store = fake.boxed();
             Setup {
                 dir,
@@ -509,6 +528,41 @@ mod tests {
         let e = ring.check(store.as_mut(), &OpsLog::none()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Misconfigured);
         assert!(e.what().contains("pins"), "{}", e.what());
+    }
+
+    #[test]
+    fn a_symbolic_link_repointed_to_an_older_key_file_is_a_replacement_on_this_host() {
+        let t = Setup::new();
+        let older = t.dir.path().join("older.key");
+        std::fs::write(&older, rand::random::<[u8; 32]>()).unwrap();
+        std::fs::set_permissions(&older, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        // The key file is a link; its first target is recorded after `older` was made.
+        let first = t.dir.path().join("first.key");
+        std::fs::rename(t.dir.path().join("key"), &first).unwrap();
+        let link = t.dir.path().join("link");
+        std::os::unix::fs::symlink(&first, &link).unwrap();
+        let mut store = t.fake.boxed();
+        let mut ring = KeyRing::load(&link, false, None).unwrap();
+        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        // `ln -sfn older.key link`, then the pool restarted: no process saw the change.
+        let tmp = t.dir.path().join("link.tmp");
+        std::os::unix::fs::symlink(&older, &tmp).unwrap();
+        std::fs::rename(&tmp, &link).unwrap();
+        let mut fresh = KeyRing::load(&link, false, None).unwrap();
+        fresh.check(store.as_mut(), &OpsLog::none()).unwrap();
+        assert_eq!(
+            t.fake.0.borrow().key.as_ref().unwrap().fingerprint,
+            fresh.current.fingerprint
+        );
+    }
+
+    #[test]
+    fn the_host_is_named_with_its_kernels_boot() {
+        let h = host_name();
+        assert!(h.contains(" (boot ") && h.ends_with(')'), "{h}");
     }
 
     #[test]

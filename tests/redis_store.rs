@@ -10,6 +10,7 @@ mod conformance;
 
 use conformance::{ask, key, Backend, ManualClock, NONE, T0};
 use proptest::prelude::*;
+use ratelimit::core::keyswitch::{KeyRecord, STAMP_NOW};
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
 use ratelimit::storage::{system_clock, Clock, ErrorKind, Store};
@@ -361,6 +362,59 @@ fn a_user_without_the_permission_to_run_scripts_is_a_misconfiguration() {
         .unwrap();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
     assert!(!e.to_string().contains("pw@"), "no password: {e}");
+}
+
+fn admin() -> redis::Connection {
+    redis::Client::open(env("RL_REDIS_URL"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+fn record(fp: u8) -> KeyRecord {
+    KeyRecord {
+        fingerprint: [fp; 16],
+        path: "/k".into(),
+        host: "h".into(),
+        previous: None,
+        since_ms: STAMP_NOW,
+    }
+}
+
+#[test]
+fn a_key_record_is_stamped_with_the_servers_time() {
+    let r = Redis::single();
+    let mut s = r.store(None);
+    assert!(s.record_key(&record(1), None).unwrap());
+    let since = s.key_record().unwrap().unwrap().since_ms;
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut admin()).unwrap();
+    let server_now = secs * 1_000 + micros / 1_000;
+    assert!(
+        (0..5_000).contains(&(server_now - since)),
+        "{since} vs {server_now}"
+    );
+}
+
+#[test]
+fn a_damaged_key_record_is_none_recorded_and_never_a_failed_call() {
+    let r = Redis::single();
+    let mut s = r.store(None);
+    let key = format!("{}keyring", r.prefix);
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg(&["f", "zz", "s", "abc", "p", "\u{1b}[31mforged"])
+        .query(&mut admin())
+        .unwrap();
+    assert_eq!(s.key_record().unwrap(), None);
+    assert!(s.record_key(&record(2), None).unwrap(), "recorded over it");
+    assert_eq!(s.key_record().unwrap().unwrap().fingerprint, [2; 16]);
+    // A valid fingerprint with a damaged time: recorded, its time unknown (0).
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg(&["s", "12345678901234567890123"])
+        .query(&mut admin())
+        .unwrap();
+    assert_eq!(s.key_record().unwrap().unwrap().since_ms, 0);
 }
 
 /// A redis-server of this test's own, on a unix socket in `dir`, with `args`; killed on drop.

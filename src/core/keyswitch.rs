@@ -27,10 +27,15 @@ pub struct KeyRecord {
     pub host: String,
     /// The key it replaced, if it replaced one on purpose: holders of that key are behind.
     pub previous: Option<Fingerprint>,
-    /// When this key was first recorded (ms, the recording host's clock); kept when a host
-    /// records it again into a store that lost it. 0: unknown (an older build's record).
+    /// When this key was first recorded (ms, by the store's clock: the server's on Redis, so
+    /// that no host's clock decides which key is older); kept when a host records it again
+    /// into a store that lost it. 0: unknown (an older build's record). [`STAMP_NOW`] in a
+    /// record to write: the store stamps it.
     pub since_ms: i64,
 }
+
+/// `since_ms` of a record to write that the store stamps with its own clock, in its atomic step.
+pub const STAMP_NOW: i64 = i64::MIN;
 
 /// What this process holds.
 #[derive(Debug, Clone, Copy)]
@@ -73,11 +78,11 @@ pub enum Conflict {
     Foreign,
 }
 
-pub fn resolve(held: Held<'_>, recorded: Option<&KeyRecord>, now_ms: i64) -> Action {
+pub fn resolve(held: Held<'_>, recorded: Option<&KeyRecord>) -> Action {
     let Some(rec) = recorded else {
         return Action::Record {
             previous: None,
-            since_ms: held.settled_since.unwrap_or(now_ms),
+            since_ms: held.settled_since.unwrap_or(STAMP_NOW),
         };
     };
     if &rec.fingerprint == held.fingerprint {
@@ -95,7 +100,7 @@ pub fn resolve(held: Held<'_>, recorded: Option<&KeyRecord>, now_ms: i64) -> Act
     {
         return Action::Record {
             previous: Some(rec.fingerprint),
-            since_ms: now_ms,
+            since_ms: STAMP_NOW,
         };
     }
     if rec.previous.as_ref() == Some(held.fingerprint) {
@@ -157,10 +162,10 @@ mod tests {
     #[test]
     fn a_fresh_store_records_the_first_key() {
         assert_eq!(
-            resolve(held(&A), None, NOW),
+            resolve(held(&A), None),
             Action::Record {
                 previous: None,
-                since_ms: NOW
+                since_ms: STAMP_NOW
             }
         );
     }
@@ -168,7 +173,7 @@ mod tests {
     #[test]
     fn the_same_key_is_kept() {
         assert_eq!(
-            resolve(held(&A), Some(&rec(A, "/other", "x")), NOW),
+            resolve(held(&A), Some(&rec(A, "/other", "x"))),
             Action::Keep
         );
     }
@@ -179,7 +184,7 @@ mod tests {
             reread: false,
             ..held(&A)
         };
-        assert_eq!(resolve(h, Some(&rec(B, "/k", "h")), NOW), Action::Reread);
+        assert_eq!(resolve(h, Some(&rec(B, "/k", "h"))), Action::Reread);
     }
 
     #[test]
@@ -190,10 +195,10 @@ mod tests {
         };
         // Also when another host recorded the old key (several hosts through Redis).
         assert_eq!(
-            resolve(h, Some(&rec(B, "/k", "other-host")), NOW),
+            resolve(h, Some(&rec(B, "/k", "other-host"))),
             Action::Record {
                 previous: Some(B),
-                since_ms: NOW
+                since_ms: STAMP_NOW
             }
         );
     }
@@ -206,10 +211,10 @@ mod tests {
             ..held(&A)
         };
         assert_eq!(
-            resolve(h, Some(&rec(B, "/k", "h")), NOW),
+            resolve(h, Some(&rec(B, "/k", "h"))),
             Action::Record {
                 previous: Some(B),
-                since_ms: NOW
+                since_ms: STAMP_NOW
             }
         );
     }
@@ -221,7 +226,7 @@ mod tests {
             ..held(&A)
         };
         assert_eq!(
-            resolve(h, Some(&rec(B, "/k", "container-2")), NOW),
+            resolve(h, Some(&rec(B, "/k", "container-2"))),
             Action::Conflict(Conflict::Foreign)
         );
     }
@@ -229,7 +234,7 @@ mod tests {
     #[test]
     fn a_different_key_at_the_same_path_older_than_the_record_is_a_conflict() {
         assert_eq!(
-            resolve(held(&A), Some(&rec(B, "/k", "h")), NOW),
+            resolve(held(&A), Some(&rec(B, "/k", "h"))),
             Action::Conflict(Conflict::Foreign)
         );
     }
@@ -242,10 +247,10 @@ mod tests {
             ..held(&A)
         };
         assert_eq!(
-            resolve(h, Some(&rec(B, "/old", "other-host")), NOW),
+            resolve(h, Some(&rec(B, "/old", "other-host"))),
             Action::Record {
                 previous: Some(B),
-                since_ms: NOW
+                since_ms: STAMP_NOW
             }
         );
     }
@@ -257,7 +262,7 @@ mod tests {
             ..held(&A)
         };
         assert_eq!(
-            resolve(h, Some(&rec(B, "/pool-b", "h")), NOW),
+            resolve(h, Some(&rec(B, "/pool-b", "h"))),
             Action::Conflict(Conflict::Foreign)
         );
         let h = Held {
@@ -265,7 +270,7 @@ mod tests {
             ..h
         };
         assert_eq!(
-            resolve(h, Some(&rec(B, "/pool-b", "h")), NOW),
+            resolve(h, Some(&rec(B, "/pool-b", "h"))),
             Action::Conflict(Conflict::Foreign)
         );
     }
@@ -282,7 +287,7 @@ mod tests {
             ..held(&A)
         };
         assert_eq!(
-            resolve(h, Some(&replacing), NOW),
+            resolve(h, Some(&replacing)),
             Action::Conflict(Conflict::Superseded)
         );
     }
@@ -299,7 +304,7 @@ mod tests {
             ..held(&A)
         };
         assert_eq!(
-            resolve(h, Some(&stray), NOW),
+            resolve(h, Some(&stray)),
             Action::Record {
                 previous: None,
                 since_ms: T0 - 3_600_000
@@ -321,7 +326,7 @@ mod tests {
             ..held(&B)
         };
         assert_eq!(
-            resolve(stray, Some(&defended), NOW),
+            resolve(stray, Some(&defended)),
             Action::Conflict(Conflict::Foreign)
         );
     }
@@ -333,7 +338,7 @@ mod tests {
             ..held(&A)
         };
         assert_eq!(
-            resolve(h, None, NOW),
+            resolve(h, None),
             Action::Record {
                 previous: None,
                 since_ms: T0 - 7
@@ -377,8 +382,8 @@ mod tests {
                 settled_since: Some(sa), file_changed_ms: Some(0), reread: true };
             let hb = Held { fingerprint: &b, path: "/b", host: "hb", previous: None, replaced: None,
                 settled_since: Some(sb), file_changed_ms: Some(0), reread: true };
-            let a_over_b = matches!(resolve(ha, Some(&rb), 100), Action::Record { .. });
-            let b_over_a = matches!(resolve(hb, Some(&ra), 100), Action::Record { .. });
+            let a_over_b = matches!(resolve(ha, Some(&rb)), Action::Record { .. });
+            let b_over_a = matches!(resolve(hb, Some(&ra)), Action::Record { .. });
             prop_assert!(!(a_over_b && b_over_a));
         }
 
@@ -391,7 +396,7 @@ mod tests {
         ) {
             let h = Held { fingerprint: &ours, path: "/k", host: "h", previous: prev.as_ref(),
                 replaced: replaced.as_ref(), settled_since: settled, file_changed_ms: changed, reread: true };
-            if let Action::Record { .. } = resolve(h, Some(&r), 100) {
+            if let Action::Record { .. } = resolve(h, Some(&r)) {
                 prop_assert!(r.fingerprint != ours);
                 let named = replaced == Some(r.fingerprint) || prev == Some(r.fingerprint)
                     || (r.path == "/k" && r.host == "h" && changed.is_some_and(|c| c > r.since_ms))

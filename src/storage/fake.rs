@@ -334,7 +334,11 @@ impl Store for Fake {
         if s.key.as_ref().map(|k| &k.fingerprint) != expected {
             return Ok(false);
         }
-        s.key = Some(new.clone());
+        let mut rec = new.clone();
+        if rec.since_ms == crate::core::keyswitch::STAMP_NOW {
+            rec.since_ms = (self.1)();
+        }
+        s.key = Some(rec);
         Ok(true)
     }
 

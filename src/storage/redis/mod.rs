@@ -20,7 +20,7 @@ pub use conn::Target;
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::counters::{Counters, Stats};
 use crate::core::decision::{self, Ask, Reason, Source, Verdict};
-use crate::core::keyswitch::{Fingerprint, KeyRecord};
+use crate::core::keyswitch::{Fingerprint, KeyRecord, STAMP_NOW};
 use crate::core::lease::{LeaseId, LeaseToken};
 use crate::core::request::Judgement;
 use crate::core::subject::BucketKey;
@@ -659,12 +659,15 @@ impl Store for RedisStore {
 
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
         let key = self.global("keyring");
+        // Read as text and parsed here: a hash another writer damaged (a fingerprint that is
+        // not one, a time that is not a number) is none recorded, or an unknown time, never a
+        // failed call (which would count toward the breaker).
         type Fields = (
             Option<String>,
             Option<String>,
             Option<String>,
             Option<String>,
-            Option<i64>,
+            Option<String>,
         );
         let (f, p, h, v, s): Fields = self.conn.call(Route::Key(&key), |c| {
             redis::cmd("HMGET")
@@ -678,7 +681,7 @@ impl Store for RedisStore {
             path: p.unwrap_or_default(),
             host: h.unwrap_or_default(),
             previous: v.and_then(|v| unhex16(&v)),
-            since_ms: s.unwrap_or(0),
+            since_ms: s.and_then(|s| s.parse().ok()).unwrap_or(0),
         }))
     }
 
@@ -690,17 +693,24 @@ impl Store for RedisStore {
         let key = self.global("keyring");
         let expected = expected.map(|f| hex(f)).unwrap_or_default();
         let previous = new.previous.as_ref().map(|f| hex(f)).unwrap_or_default();
-        let n: u64 = self.conn.call(Route::Key(&key), |c| {
-            scripts()
-                .record_key
-                .key(&key)
+        let (fp, path, host) = (hex(&new.fingerprint), new.path.clone(), new.host.clone());
+        let since = new.since_ms;
+        // Through `run`: a server that refuses TIME in scripts makes it stamp the host's time.
+        let n: u64 = self.run(&key.clone(), move |now| {
+            let since = match since {
+                STAMP_NOW if now.is_empty() => "now".to_string(),
+                STAMP_NOW => now.to_string(),
+                s => s.to_string(),
+            };
+            let mut inv = scripts().record_key.prepare_invoke();
+            inv.key(&key)
                 .arg(&expected)
-                .arg(hex(&new.fingerprint))
-                .arg(&new.path)
-                .arg(&new.host)
+                .arg(&fp)
+                .arg(&path)
+                .arg(&host)
                 .arg(&previous)
-                .arg(new.since_ms)
-                .invoke(c)
+                .arg(since);
+            inv
         })?;
         Ok(n == 1)
     }

@@ -22,7 +22,7 @@ use super::{
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::compound;
 use crate::core::decision::{self, Ask, Reason, Verdict};
-use crate::core::keyswitch::{Fingerprint, KeyRecord};
+use crate::core::keyswitch::{Fingerprint, KeyRecord, STAMP_NOW};
 use crate::core::lease::{self, LeaseToken, Slots};
 use crate::core::request::Judgement;
 use crate::core::subject::{BucketKey, Pseudonym};
@@ -1019,10 +1019,14 @@ impl Store for SqliteStore {
         new: &KeyRecord,
         expected: Option<&Fingerprint>,
     ) -> Result<bool, StoreError> {
-        self.write(&Counters::default(), |tx, _, _| {
+        self.write(&Counters::default(), |tx, _, now| {
             if read_key_record(tx)?.map(|r| r.fingerprint).as_ref() != expected {
                 return Ok(false);
             }
+            let since = match new.since_ms {
+                STAMP_NOW => now,
+                s => s,
+            };
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO keyring (id, fingerprint, path, host, previous, since)
                  VALUES (0, ?1, ?2, ?3, ?4, ?5)",
@@ -1032,7 +1036,7 @@ impl Store for SqliteStore {
                 new.path,
                 new.host,
                 new.previous,
-                new.since_ms
+                since
             ])?;
             Ok(true)
         })
