@@ -94,6 +94,11 @@ fn eval_bucket_lua(driver: &str, args: &[String]) -> Vec<i64> {
         "{}\n{driver}",
         include_str!("../src/storage/redis/lua/bucket.lua")
     );
+    eval_lua(&src, args)
+}
+
+/// EVAL of `src` with no keys and `args`, on the single server.
+fn eval_lua(src: &str, args: &[String]) -> Vec<i64> {
     let client = redis::Client::open(env("RL_REDIS_URL")).unwrap();
     let mut c = client.get_connection().unwrap();
     let mut cmd = redis::cmd("EVAL");
@@ -123,14 +128,7 @@ fn eval_request_judge(args: &[String]) -> Vec<i64> {
            out[#out + 1] = code out[#out + 1] = ends or 0 \
          end return out"
     );
-    let client = redis::Client::open(env("RL_REDIS_URL")).unwrap();
-    let mut c = client.get_connection().unwrap();
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(src).arg(0);
-    for a in args {
-        cmd.arg(a);
-    }
-    cmd.query(&mut c).unwrap()
+    eval_lua(&src, args)
 }
 
 proptest! {
