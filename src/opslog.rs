@@ -21,9 +21,10 @@ pub enum Event {
     FallbackSwitched,
     HostClock,
     QueueUnusable,
+    StateFileDamaged,
 }
 
-const KINDS: usize = 13;
+const KINDS: usize = 14;
 
 impl Event {
     fn index(self) -> usize {
@@ -48,6 +49,9 @@ impl Event {
             }
             Event::QueueUnusable => {
                 "the write queue beside the database cannot be used, waiting by polling"
+            }
+            Event::StateFileDamaged => {
+                "state file truncated or damaged under this process, going without it and opening it anew"
             }
             Event::BreakerClosed => "primary store answering again, host breaker closed",
             Event::FallbackSwitched => {
