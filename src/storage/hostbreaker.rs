@@ -123,7 +123,7 @@ impl HostBreaker {
     /// the trust checks, a file that is not ours refused as `Misconfigured`). A short or
     /// damaged file is rebuilt closed.
     pub fn open(path: &Path) -> Result<HostBreaker, StoreError> {
-        let map = Mapping::open(path, NOUN, |_, _| Ok(()))?;
+        let map = Mapping::open(path, NOUN, |_| Ok(()))?;
         let mut hb = HostBreaker {
             map,
             rebuilt: 0,

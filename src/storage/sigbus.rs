@@ -197,7 +197,8 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     }
 }
 
-/// Hands a SIGBUS that is not ours to what was there before us.
+/// Hands a SIGBUS that is not ours to what was there before us (its own mask and flags other
+/// than SA_SIGINFO are not applied: a handler of ours is running, with SIGBUS blocked).
 ///
 /// # Safety
 /// Called from the handler only, with its arguments.

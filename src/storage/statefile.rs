@@ -99,19 +99,17 @@ impl<T: SharedLayout> Mapping<T> {
     /// trust checks ([`crate::trust::open_state_file`]: a file that is not ours is refused as
     /// `Misconfigured`). Under an exclusive `flock`, which every opener takes, a short file is
     /// extended with zeros and `init` runs on the mapping, so that nobody uses a layout before
-    /// it is ready. `init` is given the file's length before it was extended (a layout may
-    /// tell by it which of its bytes a truncation zeroed).
+    /// it is ready.
     pub fn open(
         path: &Path,
         noun: &str,
-        init: impl FnOnce(&T, u64) -> Result<(), StoreError>,
+        init: impl FnOnce(&T) -> Result<(), StoreError>,
     ) -> Result<Self, StoreError> {
         let file = crate::trust::open_state_file(path)?;
         // Held across the mapping and `init`, then let go by hand (or, on an error, by closing
         // the file): the guard cannot outlive the move of `file` into the mapping.
         std::mem::forget(Locked::take(&file, path, noun)?);
-        let opened =
-            Self::map(file, path, noun).and_then(|(m, was)| init(m.get(), was).map(|()| m));
+        let opened = Self::map(file, path, noun).and_then(|m| init(m.get()).map(|()| m));
         if let Ok(m) = &opened {
             let _ = m.file.unlock();
         }
@@ -119,8 +117,7 @@ impl<T: SharedLayout> Mapping<T> {
         opened
     }
 
-    /// The mapping, and the file's length before it was extended.
-    fn map(file: File, path: &Path, noun: &str) -> Result<(Self, u64), StoreError> {
+    fn map(file: File, path: &Path, noun: &str) -> Result<Self, StoreError> {
         let len = std::mem::size_of::<T>();
         let m = file
             .metadata()
@@ -161,15 +158,14 @@ impl<T: SharedLayout> Mapping<T> {
         };
         let map = NonNull::new(ptr.cast::<T>())
             .ok_or_else(|| StoreError::new(ErrorKind::Io, "mmap returned address 0"))?;
-        let mapping = Mapping {
+        Ok(Mapping {
             path: path.to_owned(),
             file,
             map,
             id: (m.dev(), m.ino()),
             guard: Some(guard),
             pinned: false,
-        };
-        Ok((mapping, m.len()))
+        })
     }
 
     pub fn get(&self) -> &T {
@@ -191,9 +187,9 @@ impl<T: SharedLayout> Mapping<T> {
     /// Cuts the mapping from its file now (private zeros, as after a fault) and keeps its
     /// memory mapped until the process ends. For a mapping that memory outside our control
     /// may still point into: the write queue's mutex stays on the thread's robust-mutex list
-    /// when it was unlocked on memory a truncation zeroed (see `queue`), and glibc writes
-    /// through that list when the thread next locks a robust mutex. Those writes must land in
-    /// private memory, never in the shared file (another process's mutex) nor in a hole.
+    /// when its holder could not unlink it (see `queue`), and glibc writes through that list
+    /// when the thread next locks a robust mutex. Those writes must land in private memory,
+    /// never in the shared file (another process's mutex) nor in a hole.
     pub fn detach(&mut self) {
         if let Some(g) = &self.guard {
             g.poison_now();
@@ -255,7 +251,7 @@ mod tests {
     fn a_new_file_has_its_blocks_and_reads_as_zeros() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let m = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
+        let m = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
         assert!(m.get().0.iter().all(|w| w.load(Ordering::Relaxed) == 0));
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.len(), 32);
@@ -266,8 +262,8 @@ mod tests {
     fn two_mappings_of_one_file_see_each_others_writes() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let a = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
-        let b = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
+        let a = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        let b = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
         a.get().0[2].store(7, Ordering::Relaxed);
         assert_eq!(b.get().0[2].load(Ordering::Relaxed), 7);
     }
@@ -276,19 +272,19 @@ mod tests {
     fn a_lock_held_elsewhere_is_waited_for_a_bounded_time() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        drop(Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap());
+        drop(Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap());
         // Another open file description holds it (as a process stopped under it would).
         let other = File::open(&path).unwrap();
         other.lock().unwrap();
         let t = Instant::now();
-        let e = Mapping::<Words>::open(&path, "test file", |_, _| Ok(()))
+        let e = Mapping::<Words>::open(&path, "test file", |_| Ok(()))
             .err()
             .unwrap();
         assert_eq!(e.kind(), ErrorKind::Busy);
         let took = t.elapsed();
         assert!(took >= LOCK_WAIT && took < 20 * LOCK_WAIT, "{took:?}");
         other.unlock().unwrap();
-        assert!(Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).is_ok());
+        assert!(Mapping::<Words>::open(&path, "test file", |_| Ok(())).is_ok());
     }
 
     /// A layout of two pages: a truncation to a few bytes leaves its second page beyond the
@@ -311,7 +307,7 @@ mod tests {
     fn a_file_truncated_to_zero_is_read_and_written_without_a_crash_and_reports_poisoned() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let m = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
+        let m = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
         m.get().0[1].store(5, Ordering::Relaxed);
         assert!(!m.poisoned());
         truncate(&path, 0);
@@ -330,7 +326,7 @@ mod tests {
     fn a_file_truncated_to_a_few_bytes_faults_beyond_them_without_a_crash_and_reports_poisoned() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let m = Mapping::<Pages>::open(&path, "test file", |_, _| Ok(())).unwrap();
+        let m = Mapping::<Pages>::open(&path, "test file", |_| Ok(())).unwrap();
         m.get().0[1000].store(5, Ordering::Relaxed);
         truncate(&path, 8);
         m.get().0[1000].fetch_add(1, Ordering::Relaxed);
@@ -343,7 +339,7 @@ mod tests {
         // What a layout of one page must tell from its own contents (see `queue`).
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let m = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
+        let m = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
         m.get().0[0].store(5, Ordering::Relaxed);
         m.get().0[3].store(7, Ordering::Relaxed);
         truncate(&path, 8);
@@ -357,20 +353,17 @@ mod tests {
     fn a_mapping_opened_anew_after_a_truncation_is_shared_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let a = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
-        let b = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
+        let a = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        let b = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
         truncate(&path, 0);
         a.get().0[2].load(Ordering::Relaxed);
         assert!(a.poisoned());
         drop(a);
-        let mut was = None;
-        let a = Mapping::<Words>::open(&path, "test file", |w, len| {
-            was = Some(len);
+        let a = Mapping::<Words>::open(&path, "test file", |w| {
             w.0[2].store(3, Ordering::Relaxed);
             Ok(())
         })
         .unwrap();
-        assert_eq!(was, Some(0), "init is told the file was empty");
         assert_eq!(
             std::fs::metadata(&path).unwrap().len(),
             32,
@@ -387,8 +380,8 @@ mod tests {
     fn a_detached_mapping_is_cut_from_its_file_and_stays_mapped_after_drop() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let other = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
-        let mut m = Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).unwrap();
+        let other = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        let mut m = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
         other.get().0[0].store(1, Ordering::Relaxed);
         m.detach();
         assert!(m.poisoned());
@@ -412,10 +405,10 @@ mod tests {
     fn a_failed_init_leaves_the_file_unlocked() {
         let dir = tempfile::tempdir().unwrap();
         let path = beside(&dir.path().join("rl.sqlite"), ".test");
-        let failed = Mapping::<Words>::open(&path, "test file", |_, _| {
+        let failed = Mapping::<Words>::open(&path, "test file", |_| {
             Err(StoreError::new(ErrorKind::Io, "injected"))
         });
         assert!(failed.is_err());
-        assert!(Mapping::<Words>::open(&path, "test file", |_, _| Ok(())).is_ok());
+        assert!(Mapping::<Words>::open(&path, "test file", |_| Ok(())).is_ok());
     }
 }
