@@ -22,9 +22,10 @@ pub enum Event {
     HostClock,
     QueueUnusable,
     KeyRestored,
+    StateFileDamaged,
 }
 
-const KINDS: usize = 14;
+const KINDS: usize = 15;
 
 impl Event {
     fn index(self) -> usize {
@@ -49,6 +50,9 @@ impl Event {
             }
             Event::QueueUnusable => {
                 "the write queue beside the database cannot be used, waiting by polling"
+            }
+            Event::StateFileDamaged => {
+                "state file truncated or damaged under this process, going without it and opening it anew"
             }
             Event::BreakerClosed => "primary store answering again, host breaker closed",
             Event::FallbackSwitched => {

@@ -604,6 +604,33 @@ fn a_reset_by_another_process_ends_the_denials_of_every_deny_cache() {
 }
 
 #[test]
+fn a_reset_after_the_queue_file_was_truncated_and_made_anew_ends_the_denials_of_every_deny_cache() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let (mut a, mut b) = (cached(&f.path, 100, &clock), cached(&f.path, 100, &clock));
+    // One reset first: a's caches are made at a count of 1, which a count started afresh in a
+    // new file reaches again with one reset.
+    decide(&mut a, &clock, T0, 2);
+    assert!(b.reset(&key(2), &NONE).unwrap());
+    assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::Store));
+    assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::DenyCache));
+    let mut queue = f.path.clone().into_os_string();
+    queue.push(".queue");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&queue)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    // b's next call finds it truncated (a fault, on private zeros) and opens it anew: a new
+    // mutex and a count from 0, which b's reset brings to 1.
+    decide(&mut b, &clock, T0, 3);
+    assert!(b.reset(&key(1), &NONE).unwrap());
+    assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
+}
+
+#[test]
 fn an_eviction_by_another_process_ends_the_denials_of_every_deny_cache() {
     let f = SqliteFile::new();
     let clock = ManualClock::at(T0);

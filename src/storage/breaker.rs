@@ -79,6 +79,7 @@ impl Breaker {
 
     /// Whether this call may ask the primary, and as the probe or not.
     fn admit(&mut self) -> Admit {
+        self.renew_shared();
         let now = (self.clock)();
         let gate = self.shared.gate();
         if gate == 0 {
@@ -93,6 +94,17 @@ impl Breaker {
         self.shared
             .transition(now, |r| r.admit(&cfg, now, timeout))
             .unwrap_or(Admit::Pass)
+    }
+
+    /// Shares the host's breaker again after its file was truncated under this process (one
+    /// log line, see `OpsLog`). Until the file can be opened anew, the call decides with what
+    /// the poisoned mapping holds: zeros, a closed breaker (the primary's answer decides).
+    fn renew_shared(&mut self) {
+        let _ = self.shared.renew();
+        if self.shared.take_truncated() {
+            let path = self.shared.path().display().to_string();
+            self.log.note(Event::StateFileDamaged, &path);
+        }
     }
 
     /// Runs `f` on the primary through the breaker, with `unwritten` and the held counts.
@@ -211,6 +223,7 @@ impl Store for Breaker {
     }
 
     fn tick(&mut self) {
+        self.renew_shared();
         if self.shared.gate() == 0 {
             self.primary.tick();
         }
@@ -296,6 +309,47 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(acquire(b).unwrap_err().kind(), ErrorKind::Timeout);
         }
+    }
+
+    #[test]
+    fn a_call_whose_breaker_file_was_truncated_asks_the_primary_and_the_next_opens_it_anew() {
+        let h = host();
+        let (mut a, fa) = worker(&h);
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = {
+            let lines = Arc::clone(&lines);
+            OpsLog::new(
+                move |l| lines.lock().unwrap().push(l.to_string()),
+                h.time.clock(),
+            )
+        };
+        let fb = Fake::new(h.time.clock());
+        let hb = HostBreaker::open(&h.path).unwrap();
+        let mut b = Breaker::new(fb.boxed(), hb, CFG, 50, h.time.clock(), log);
+        open_it(&mut a, &fa);
+        assert_eq!(acquire(&mut b).unwrap_err().what(), OPEN);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&h.path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        // The gate reads zeros (a fault, on private memory): closed; the primary decides.
+        assert!(acquire(&mut b).unwrap().verdict.allowed);
+        assert_eq!(fb.calls(), 1);
+        assert!(lines.lock().unwrap().is_empty());
+        // The next call opens the file anew (extended, rebuilt closed) and says so once.
+        assert!(acquire(&mut b).unwrap().verdict.allowed);
+        assert_eq!(
+            std::fs::metadata(&h.path).unwrap().len(),
+            crate::storage::hostbreaker::LEN as u64
+        );
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("truncated") && lines[0].contains(h.path.to_str().unwrap()),
+            "{lines:?}"
+        );
     }
 
     #[test]

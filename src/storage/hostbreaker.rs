@@ -20,9 +20,13 @@
 //! writing) or garbage fails the check under the lock and starts again closed. Opening and
 //! mapping happen only when the caller first needs the breaker (never at module startup).
 //!
-//! Not handled: the file truncated under running processes by someone who may write it (only
-//! our user): a mapped page beyond the new end faults (SIGBUS), as a truncated SQLite `-shm`
-//! would. A file removed or replaced is noticed on the locked path and opened anew.
+//! **A truncated file costs nothing but the shared state.** Truncated to 0 under running
+//! processes, the file's page faults, and the SIGBUS handler ([`super::sigbus`]) gives the
+//! process private zeros instead: a gate of 0 (closed), so the call asks the primary, whose
+//! answer decides. The next call sees the mapping poisoned and opens the file anew
+//! ([`HostBreaker::renew`]), which extends it and rebuilds its record closed. Truncated to a
+//! few bytes, the record reads as zeros (rebuilt closed by the checksum) and the short file is
+//! noticed on the locked path, as one removed or replaced is, and opened anew.
 //!
 //! A forked child must open its own [`HostBreaker`] (a `flock` belongs to the open file
 //! description, which a child shares with its parent), as the worker does with its store.
@@ -105,6 +109,8 @@ pub struct HostBreaker {
     map: Mapping<Shared>,
     /// Records found damaged and rebuilt by this process (for tests and the log).
     rebuilt: u64,
+    /// Whether the file was found truncated since the caller last asked ([`Self::take_truncated`]).
+    truncated: bool,
 }
 
 impl HostBreaker {
@@ -118,7 +124,11 @@ impl HostBreaker {
     /// damaged file is rebuilt closed.
     pub fn open(path: &Path) -> Result<HostBreaker, StoreError> {
         let map = Mapping::open(path, NOUN, |_| Ok(()))?;
-        let mut hb = HostBreaker { map, rebuilt: 0 };
+        let mut hb = HostBreaker {
+            map,
+            rebuilt: 0,
+            truncated: false,
+        };
         // Checks the record (rebuilding a damaged one) before anyone relies on the gate.
         hb.record(0)?;
         Ok(hb)
@@ -131,6 +141,11 @@ impl HostBreaker {
     /// The fast path's word: 0 closed; otherwise see [`Record::gate`].
     pub fn gate(&self) -> i64 {
         self.shared().gate.load(Ordering::Acquire)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.map.path()
     }
 
     /// How many damaged records this process rebuilt.
@@ -177,11 +192,43 @@ impl HostBreaker {
         self.transition(now, |r| *r)
     }
 
-    /// A file removed or replaced under us: the host's other processes use the new one, so
-    /// this one maps it too.
+    /// Whether a fault (the file truncated under us) replaced the mapping with private zeros:
+    /// what this process reads and writes there is its own until [`Self::renew`].
+    pub fn poisoned(&self) -> bool {
+        self.map.poisoned()
+    }
+
+    /// After a fault: opens the file anew (extended, its record rebuilt), so that this process
+    /// shares the host's breaker again. Cheap when there was none (one atomic load): for the
+    /// start of every call. An error leaves the poisoned mapping, tried again next time.
+    pub fn renew(&mut self) -> Result<(), StoreError> {
+        if self.map.poisoned() {
+            self.reopen()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the file was found truncated (and opened anew) since the last call of this.
+    pub fn take_truncated(&mut self) -> bool {
+        std::mem::take(&mut self.truncated)
+    }
+
+    fn reopen(&mut self) -> Result<(), StoreError> {
+        let truncated = self.truncated
+            || self.map.poisoned()
+            || std::fs::symlink_metadata(self.map.path()).is_ok_and(|m| m.len() < LEN as u64);
+        let rebuilt = self.rebuilt;
+        *self = HostBreaker::open(self.map.path())?;
+        self.rebuilt += rebuilt;
+        self.truncated = truncated;
+        Ok(())
+    }
+
+    /// A file removed, replaced or truncated under us: the host's other processes use the
+    /// file at the path, so this one maps it too.
     fn reopen_if_replaced(&mut self) -> Result<(), StoreError> {
-        if !self.map.is_current() {
-            *self = HostBreaker::open(self.map.path())?;
+        if self.map.poisoned() || !self.map.is_current() {
+            self.reopen()?;
         }
         Ok(())
     }
@@ -328,6 +375,45 @@ mod tests {
         let mut b = HostBreaker::open(&p).unwrap();
         open_it(&mut b, 0);
         assert!(a.record(0).unwrap().open, "a follows the path to b's file");
+    }
+
+    fn truncate(p: &Path, len: u64) {
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        f.set_len(len).unwrap();
+    }
+
+    #[test]
+    fn a_handle_whose_file_was_truncated_to_zero_reads_closed_and_shares_again_once_renewed() {
+        let d = dir();
+        let p = d.path().join("b");
+        let mut a = HostBreaker::open(&p).unwrap();
+        let mut b = HostBreaker::open(&p).unwrap();
+        open_it(&mut a, 0);
+        assert_ne!(b.gate(), 0);
+        truncate(&p, 0);
+        assert_eq!(b.gate(), 0, "private zeros: closed");
+        assert!(b.poisoned());
+        b.renew().unwrap();
+        assert!(!b.poisoned() && b.take_truncated());
+        assert!(!b.take_truncated(), "told once");
+        // a's mapping finds the file b extended again (no fault): both share it.
+        open_it(&mut a, 10);
+        assert_eq!(b.gate(), a.gate());
+        assert!(b.record(10).unwrap().open);
+    }
+
+    #[test]
+    fn a_file_truncated_to_a_few_bytes_is_rebuilt_closed_and_opened_anew_on_the_locked_path() {
+        let d = dir();
+        let p = d.path().join("b");
+        let mut a = HostBreaker::open(&p).unwrap();
+        open_it(&mut a, 0);
+        truncate(&p, 8);
+        // No fault: the record beyond the 8 bytes is zeros under the mapping.
+        assert!(!a.poisoned());
+        assert!(!a.record(0).unwrap().open);
+        assert!(a.take_truncated());
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), LEN as u64);
     }
 
     #[test]

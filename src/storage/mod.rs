@@ -8,6 +8,7 @@ pub mod denycache;
 pub mod fallback;
 pub mod hostbreaker;
 pub mod redis;
+pub mod sigbus;
 pub mod sqlite;
 pub mod statefile;
 

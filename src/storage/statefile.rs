@@ -4,7 +4,15 @@
 //!
 //! Their blocks are allocated (`posix_fallocate`), not just the length set: a page of a sparse
 //! file first written through a mapping on a full disk would kill the process (SIGBUS).
+//!
+//! A file truncated under a mapping must not kill either: every mapping is registered with
+//! [`super::sigbus`], which turns a fault in it into private zero pages and marks it poisoned.
+//! Its user checks [`Mapping::poisoned`] after each use, goes on without the file for that call,
+//! and opens the file anew on a later one ([`Mapping::open`] extends a short file again and
+//! runs its `init`). A file truncated to a few bytes only zeroes the rest of its first page
+//! under the mappings, without a fault: each layout tells that from its own contents.
 
+use super::sigbus::{self, Registration};
 use super::{ErrorKind, StoreError};
 use std::fs::{File, TryLockError};
 use std::os::fd::AsRawFd;
@@ -28,6 +36,10 @@ pub struct Mapping<T: SharedLayout> {
     map: NonNull<T>,
     /// Device and inode of the file mapped, to notice a replaced one.
     id: (u64, u64),
+    /// The mapping's place under the SIGBUS handler (None: never after `map`).
+    guard: Option<Registration>,
+    /// Never unmapped (see [`Mapping::detach`]).
+    pinned: bool,
 }
 
 /// `<db><suffix>`: where a state file of the database at `db` lives.
@@ -135,6 +147,15 @@ impl<T: SharedLayout> Mapping<T> {
             let e = std::io::Error::last_os_error();
             return Err(io_error(noun, path, "map", e));
         }
+        let Some(guard) = sigbus::register(ptr, len) else {
+            // SAFETY: just mapped above, for `len` bytes, and not used.
+            unsafe { libc::munmap(ptr, len) };
+            let what = format!(
+                "cannot map the {noun} {}: no SIGBUS handler (or too many state files mapped)",
+                path.display()
+            );
+            return Err(StoreError::new(ErrorKind::Io, what));
+        };
         let map = NonNull::new(ptr.cast::<T>())
             .ok_or_else(|| StoreError::new(ErrorKind::Io, "mmap returned address 0"))?;
         Ok(Mapping {
@@ -142,14 +163,38 @@ impl<T: SharedLayout> Mapping<T> {
             file,
             map,
             id: (m.dev(), m.ino()),
+            guard: Some(guard),
+            pinned: false,
         })
     }
 
     pub fn get(&self) -> &T {
-        // SAFETY: `map` is a live MAP_SHARED mapping of size_of::<T>() bytes (unmapped only in
-        // Drop), page-aligned so aligned for T; SharedLayout makes any bytes a valid T that
-        // other processes may use at the same time.
+        // SAFETY: `map` is a live mapping of size_of::<T>() bytes (unmapped only in Drop; a
+        // fault or `detach` replaces it in place with private zeros, never unmaps it),
+        // page-aligned so aligned for T; SharedLayout makes any bytes a valid T that other
+        // processes may use at the same time. A truncated file cannot fault us: the mapping is
+        // registered with the SIGBUS handler for as long as it is mapped.
         unsafe { self.map.as_ref() }
+    }
+
+    /// Whether a fault (the file truncated under us) replaced the mapping with private zeros,
+    /// or [`Self::detach`] did: what was read or written through it since is this process's
+    /// alone. The user goes on without the file and opens it anew.
+    pub fn poisoned(&self) -> bool {
+        self.guard.as_ref().is_none_or(Registration::poisoned)
+    }
+
+    /// Cuts the mapping from its file now (private zeros, as after a fault) and keeps its
+    /// memory mapped until the process ends. For a mapping that memory outside our control
+    /// may still point into: the write queue's mutex stays on the thread's robust-mutex list
+    /// when its holder could not unlink it (see `queue`), and glibc writes through that list
+    /// when the thread next locks a robust mutex. Those writes must land in private memory,
+    /// never in the shared file (another process's mutex) nor in a hole.
+    pub fn detach(&mut self) {
+        if let Some(g) = &self.guard {
+            g.poison_now();
+        }
+        self.pinned = true;
     }
 
     pub fn file(&self) -> &File {
@@ -160,14 +205,28 @@ impl<T: SharedLayout> Mapping<T> {
         &self.path
     }
 
-    /// Whether the path still names the file mapped (false once it was removed or replaced).
+    /// Whether the path still names the file mapped, at its full length (false once it was
+    /// removed, replaced or truncated: then the caller opens it anew).
     pub fn is_current(&self) -> bool {
-        std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id)
+        std::fs::symlink_metadata(&self.path).is_ok_and(|m| {
+            (m.dev(), m.ino()) == self.id && m.len() >= std::mem::size_of::<T>() as u64
+        })
     }
 }
 
 impl<T: SharedLayout> Drop for Mapping<T> {
     fn drop(&mut self) {
+        let guard = self.guard.take();
+        if self.pinned {
+            // Left mapped (see `detach`). Its slot is freed only once the memory is private:
+            // a mapping the kernel would not replace stays under the handler.
+            if guard.as_ref().is_some_and(|g| !g.poisoned()) {
+                std::mem::forget(guard);
+            }
+            return;
+        }
+        // Out of the handler's table before it is unmapped (a slot names live mappings only).
+        drop(guard);
         // SAFETY: `map` was returned by mmap for size_of::<T>() bytes and is unmapped only
         // here; no reference into it outlives `self` (`get` borrows it).
         unsafe { libc::munmap(self.map.as_ptr().cast(), std::mem::size_of::<T>()) };
@@ -226,6 +285,120 @@ mod tests {
         assert!(took >= LOCK_WAIT && took < 20 * LOCK_WAIT, "{took:?}");
         other.unlock().unwrap();
         assert!(Mapping::<Words>::open(&path, "test file", |_| Ok(())).is_ok());
+    }
+
+    /// A layout of two pages: a truncation to a few bytes leaves its second page beyond the
+    /// end.
+    #[repr(C)]
+    struct Pages([AtomicU64; 1024]);
+    // SAFETY: atomics only.
+    unsafe impl SharedLayout for Pages {}
+
+    fn truncate(path: &Path, len: u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_file_truncated_to_zero_is_read_and_written_without_a_crash_and_reports_poisoned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = beside(&dir.path().join("rl.sqlite"), ".test");
+        let m = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        m.get().0[1].store(5, Ordering::Relaxed);
+        assert!(!m.poisoned());
+        truncate(&path, 0);
+        assert_eq!(m.get().0[1].load(Ordering::Relaxed), 0, "private zeros");
+        m.get().0[1].store(9, Ordering::Relaxed);
+        assert_eq!(m.get().0[1].load(Ordering::Relaxed), 9);
+        assert!(m.poisoned());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            0,
+            "not written to the file"
+        );
+    }
+
+    #[test]
+    fn a_file_truncated_to_a_few_bytes_faults_beyond_them_without_a_crash_and_reports_poisoned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = beside(&dir.path().join("rl.sqlite"), ".test");
+        let m = Mapping::<Pages>::open(&path, "test file", |_| Ok(())).unwrap();
+        m.get().0[1000].store(5, Ordering::Relaxed);
+        truncate(&path, 8);
+        m.get().0[1000].fetch_add(1, Ordering::Relaxed);
+        assert_eq!(m.get().0[1000].load(Ordering::Relaxed), 1);
+        assert!(m.poisoned());
+    }
+
+    #[test]
+    fn a_file_truncated_to_a_few_bytes_zeroes_the_rest_of_its_first_page_without_a_fault() {
+        // What a layout of one page must tell from its own contents (see `queue`).
+        let dir = tempfile::tempdir().unwrap();
+        let path = beside(&dir.path().join("rl.sqlite"), ".test");
+        let m = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        m.get().0[0].store(5, Ordering::Relaxed);
+        m.get().0[3].store(7, Ordering::Relaxed);
+        truncate(&path, 8);
+        assert_eq!(m.get().0[0].load(Ordering::Relaxed), 5, "kept");
+        assert_eq!(m.get().0[3].load(Ordering::Relaxed), 0, "zeroed");
+        assert!(!m.poisoned());
+        assert!(!m.is_current(), "short: to be opened anew");
+    }
+
+    #[test]
+    fn a_mapping_opened_anew_after_a_truncation_is_shared_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = beside(&dir.path().join("rl.sqlite"), ".test");
+        let a = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        let b = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        truncate(&path, 0);
+        a.get().0[2].load(Ordering::Relaxed);
+        assert!(a.poisoned());
+        drop(a);
+        let a = Mapping::<Words>::open(&path, "test file", |w| {
+            w.0[2].store(3, Ordering::Relaxed);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            32,
+            "extended again"
+        );
+        // b never touched the file while it was empty: its next access finds the new page.
+        assert_eq!(b.get().0[2].load(Ordering::Relaxed), 3);
+        b.get().0[1].store(4, Ordering::Relaxed);
+        assert_eq!(a.get().0[1].load(Ordering::Relaxed), 4);
+        assert!(!a.poisoned() && !b.poisoned());
+    }
+
+    #[test]
+    fn a_detached_mapping_is_cut_from_its_file_and_stays_mapped_after_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = beside(&dir.path().join("rl.sqlite"), ".test");
+        let other = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        let mut m = Mapping::<Words>::open(&path, "test file", |_| Ok(())).unwrap();
+        other.get().0[0].store(1, Ordering::Relaxed);
+        m.detach();
+        assert!(m.poisoned());
+        m.get().0[0].store(2, Ordering::Relaxed);
+        assert_eq!(
+            other.get().0[0].load(Ordering::Relaxed),
+            1,
+            "not in the file"
+        );
+        let addr = std::ptr::from_ref(m.get())
+            .cast_mut()
+            .cast::<libc::c_void>();
+        drop(m);
+        let mut vec = [0u8; 1];
+        // SAFETY: mincore only asks the kernel whether the page is mapped (ENOMEM if not).
+        let rc = unsafe { libc::mincore(addr, 1, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "unmapped: {}", std::io::Error::last_os_error());
     }
 
     #[test]

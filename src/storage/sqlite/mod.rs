@@ -159,6 +159,13 @@ impl SqliteStore {
             self.opened += 1;
             self.checked_at = Instant::now();
         }
+        if self.queue.as_ref().is_some_and(queue::Queue::is_stale) {
+            // Truncated, re-initialised or damaged under us (the last call went without it).
+            self.queue = None;
+            let path = queue::Queue::path_for(&self.path);
+            self.log
+                .note(Event::StateFileDamaged, &path.display().to_string());
+        }
         if self.queue.is_none() && self.queue_retry_at.is_none_or(|t| Instant::now() >= t) {
             self.open_queue();
         }
@@ -965,8 +972,10 @@ impl Store for SqliteStore {
     }
 
     fn refill_epoch(&mut self) -> RefillEpoch {
-        match &self.queue {
-            Some(q) => RefillEpoch::At(self.opened, q.refills()),
+        // `opened` moves with every queue file opened: a count of another file (one made
+        // anew after a truncation) is never taken for this one's.
+        match self.queue.as_mut().and_then(queue::Queue::refills) {
+            Some(count) => RefillEpoch::At(self.opened, count),
             None => RefillEpoch::Unknown,
         }
     }
