@@ -71,8 +71,8 @@ fn zstr(s: *mut zend_string) -> Option<String> {
 /// directive broken (see [`Config::apply`]): a startup warning names it, and every call throws
 /// until it is fixed; no other value (not even the default) stands in for it. Taking it (not
 /// failing the ini entry) keeps the bad value in force everywhere PHP re-applies it, e.g. at a
-/// ZTS thread's start. A value equal to the one in force keeps the same `Arc`, so that nothing
-/// that compares configurations by pointer reopens.
+/// ZTS thread's start. A value equal to the one in force keeps the same `Arc` (see
+/// [`Config::applied`]), so that nothing that compares configurations by pointer reopens.
 unsafe extern "C" fn on_modify(
     entry: *mut zend_ini_entry,
     new_value: *mut zend_string,
@@ -89,17 +89,17 @@ unsafe extern "C" fn on_modify(
             .unwrap_or_default();
         let value = zstr(new_value).unwrap_or_default();
         let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-        let mut config = guard.as_deref().cloned().unwrap_or_else(Config::defaults);
-        if let Err(why) = config.apply(&name, &value) {
+        let (config, result) = Config::applied(guard.as_ref(), &name, &value);
+        let same = guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, &config));
+        // Said once: not again when a ZTS thread's start applies the same value.
+        if let (Err(why), false) = (result, same) {
             warn(&format!(
                 "Invalid value {:?} for {name} ({}); every ratelimit call throws until it is fixed",
                 shown(&value),
                 why.0
             ));
         }
-        if guard.as_deref() != Some(&config) {
-            *guard = Some(Arc::new(config));
-        }
+        *guard = Some(config);
         0
     })
     .unwrap_or(-1)
