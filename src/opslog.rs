@@ -22,9 +22,10 @@ pub enum Event {
     HostClock,
     QueueUnusable,
     KeyRestored,
+    HeldOverflow,
 }
 
-const KINDS: usize = 14;
+const KINDS: usize = 15;
 
 impl Event {
     fn index(self) -> usize {
@@ -56,6 +57,9 @@ impl Event {
             }
             Event::KeyRestored => {
                 "key recorded again over a younger key that another host recorded after the store had lost ours"
+            }
+            Event::HeldOverflow => {
+                "a request holds too many leases, the oldest is left to ratelimit.lease_ttl (a long-running worker should call ratelimit_end_request() after each request)"
             }
         }
     }
