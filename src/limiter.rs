@@ -5,7 +5,8 @@
 //! once, and allowed only when the operator chose `fail_open`, never with a lease; what an
 //! operator must fix first (a path that cannot be created) is an error. Faults, recoveries and
 //! fail-open admissions go to the operations log.
-//! It also keeps the leases the current request holds, so that they are released at its end.
+//! It also keeps the leases the current request holds, so that they are released at its end
+//! (at most [`MAX_HELD`] of them: see [`Limiter::hold`]).
 //! No PHP here: the glue parses arguments, calls this, and builds a `Decision`.
 
 use crate::core::bucket::Policy;
@@ -37,6 +38,12 @@ pub struct Settings {
     pub request_replays: u32,
 }
 
+/// The most leases one worker keeps for the end of its request. A long-running worker whose
+/// requests never end (RoadRunner, Swoole without `ratelimit_end_request()`) would otherwise
+/// grow the list without bound; a request legitimately holding this many slots at once is not
+/// expected.
+pub const MAX_HELD: usize = 1024;
+
 pub struct Limiter {
     store: Box<dyn Store>,
     keys: KeyRing,
@@ -44,7 +51,8 @@ pub struct Limiter {
     /// Counts the store could not write yet (the call that made them failed); the next
     /// successful step writes them, so each is counted once.
     unwritten: Counters,
-    /// Leases taken during the current request and not yet released.
+    /// Leases taken during the current request and not yet released, oldest first; at most
+    /// [`MAX_HELD`].
     held: Vec<LeaseToken>,
     log: Arc<OpsLog>,
     /// What failed last, while the store is failing: logged again when it recovers.
@@ -189,10 +197,18 @@ impl Limiter {
     }
 
     /// Keeps a lease taken for release at request end. (A replay holds none: the lease of the
-    /// admission it repeats stays with the request that took it.)
+    /// admission it repeats stays with the request that took it.) Past [`MAX_HELD`] the oldest
+    /// is let go of, not released: it may still be in use (a Swoole coroutine's, a job's), and
+    /// freeing a slot in use would admit more than `inflight` allows; left alone, it ends when
+    /// released by its token or at `lease_ttl`, as a lease of a crashed worker does.
     fn hold(&mut self, lease: Option<LeaseToken>) {
         if let Some(token) = lease {
             if !self.held.contains(&token) {
+                if self.held.len() >= MAX_HELD {
+                    self.held.remove(0);
+                    self.log
+                        .note(Event::HeldOverflow, &format!("{MAX_HELD} leases held"));
+                }
                 self.held.push(token);
             }
         }
@@ -298,14 +314,20 @@ impl Limiter {
         self.store.top(n)
     }
 
-    /// The request is over: releases what it still holds. A failure is left to the leases'
-    /// expiry, since there is nobody left to tell.
-    pub fn end_request(&mut self) {
+    /// The request is over: releases what it still holds, and returns how many of those were
+    /// live (a lease already released by its token elsewhere, or expired, frees nothing). A
+    /// failure is left to the leases' expiry, since there is nobody left to tell: 0 then.
+    pub fn end_request(&mut self) -> u64 {
         let held = std::mem::take(&mut self.held);
-        if !held.is_empty() && self.store.release(&held, &self.unwritten).is_ok() {
-            self.succeeded();
+        let mut freed = 0;
+        if !held.is_empty() {
+            if let Ok(n) = self.store.release(&held, &self.unwritten) {
+                self.succeeded();
+                freed = n;
+            }
         }
         self.store.tick();
+        freed
     }
 
     /// The process is ending: writes what is still held back. Best effort.
@@ -344,11 +366,21 @@ mod tests {
         asks: Vec<Ask>,
         /// Answer as a replay (no lease).
         replay: bool,
+        /// Leases handed out so far: each gets its own id.
+        leases: u32,
     }
 
     struct Fake(Rc<RefCell<Script>>);
 
     impl Fake {
+        fn next_lease(&self) -> LeaseId {
+            let mut s = self.0.borrow_mut();
+            s.leases += 1;
+            let mut id = [7; 16];
+            id[..4].copy_from_slice(&s.leases.to_le_bytes());
+            LeaseId(id)
+        }
+
         fn step(&self, unwritten: &Counters) -> Result<(), StoreError> {
             let mut s = self.0.borrow_mut();
             s.seen.push(*unwritten);
@@ -379,8 +411,8 @@ mod tests {
             self.step(unwritten)?;
             self.0.borrow_mut().asks.push(*ask);
             let replay = self.0.borrow().replay;
-            let lease = (ask.max_inflight > 0 && !replay).then_some(LeaseToken {
-                id: LeaseId([7; 16]),
+            let lease = (ask.max_inflight > 0 && !replay).then(|| LeaseToken {
+                id: self.next_lease(),
                 key: *key,
             });
             let mut a = allowed(lease);
@@ -396,8 +428,8 @@ mod tests {
         ) -> Result<crate::storage::AcquiredAll, StoreError> {
             self.step(unwritten)?;
             self.0.borrow_mut().asks.extend_from_slice(asks);
-            let lease = (asks[0].max_inflight > 0).then_some(LeaseToken {
-                id: LeaseId([7; 16]),
+            let lease = (asks[0].max_inflight > 0).then(|| LeaseToken {
+                id: self.next_lease(),
                 key: keys[0],
             });
             let a = allowed(lease);
@@ -710,6 +742,67 @@ mod tests {
         assert!(l.release(&token).unwrap());
         l.end_request();
         assert_eq!(script.borrow().released, [token]);
+    }
+
+    #[test]
+    fn request_end_frees_what_the_request_still_holds_and_says_how_many() {
+        let (mut l, script) = limiter(&[], false);
+        let tokens: Vec<LeaseToken> = (0..3)
+            .map(|_| l.acquire(b"s", "default", &ask(5)).unwrap().lease.unwrap())
+            .collect();
+        assert!(l.release(&tokens[1]).unwrap());
+        assert_eq!(l.end_request(), 2, "the two leases not released");
+        assert_eq!(l.end_request(), 0, "nothing is held any more");
+        let mut released = script.borrow().released.clone();
+        released.sort_by_key(|t| t.id.0);
+        assert_eq!(released, tokens, "each released once");
+    }
+
+    #[test]
+    fn a_request_end_that_cannot_be_written_frees_nothing_and_forgets_the_leases() {
+        let (mut l, script) = limiter(&[], false);
+        l.acquire(b"s", "default", &ask(1)).unwrap();
+        script.borrow_mut().faults.push(ErrorKind::Busy);
+        assert_eq!(l.end_request(), 0);
+        assert!(l.held().is_empty(), "left to lease_ttl");
+    }
+
+    /// A long-running worker whose requests never end keeps at most MAX_HELD leases; the
+    /// oldest is let go of (ended by its token or lease_ttl), never released while it may be
+    /// in use, and the operator is told once.
+    #[test]
+    fn the_held_leases_are_bounded_and_the_oldest_is_let_go_of_unreleased() {
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let (mut l, script) = limiter(&[], false);
+        l.log = {
+            let lines = Arc::clone(&lines);
+            OpsLog::new(
+                move |l| lines.lock().unwrap().push(l.to_string()),
+                Arc::new(|| 0),
+            )
+        };
+        let tokens: Vec<LeaseToken> = (0..MAX_HELD + 10)
+            .map(|_| {
+                l.acquire(b"secret-subject", "default", &ask(u64::MAX))
+                    .unwrap()
+                    .lease
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(l.held(), &tokens[10..], "the newest MAX_HELD, oldest first");
+        assert!(
+            script.borrow().released.is_empty(),
+            "nothing released early"
+        );
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("ratelimit_end_request()") && lines[0].contains("1024 leases held"),
+            "{lines:?}"
+        );
+        assert!(!lines[0].contains("secret-subject"));
+        assert_eq!(l.end_request(), MAX_HELD as u64);
+        assert_eq!(script.borrow().released, &tokens[10..]);
     }
 
     #[test]

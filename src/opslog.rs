@@ -23,9 +23,10 @@ pub enum Event {
     QueueUnusable,
     KeyRestored,
     StateFileDamaged,
+    HeldOverflow,
 }
 
-const KINDS: usize = 15;
+const KINDS: usize = 16;
 
 impl Event {
     fn index(self) -> usize {
@@ -60,6 +61,9 @@ impl Event {
             }
             Event::KeyRestored => {
                 "key recorded again over a younger key that another host recorded after the store had lost ours"
+            }
+            Event::HeldOverflow => {
+                "a request holds too many leases, the oldest is left to ratelimit.lease_ttl (a long-running worker should call ratelimit_end_request() after each request)"
             }
         }
     }

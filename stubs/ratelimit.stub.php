@@ -101,7 +101,10 @@ namespace RateLimit {
          * The lease taken by an allowed call with `$inflight > 0`, as an opaque token that any
          * process (of any host sharing the store) can release. Null otherwise (also when allowed
          * by fail_open, and for a replay). Give it (or this Decision) to ratelimit_release(); it
-         * also ends at the end of the request and ratelimit.lease_ttl seconds after it was taken.
+         * also ends at the end of the request (see ratelimit_end_request() for long-running
+         * workers) and ratelimit.lease_ttl seconds after it was taken. Not when this Decision is
+         * destroyed: a Decision not kept (`ratelimit_acquire(...)->allowed`) would free its slot
+         * at once.
          *
          * Format, versioned: a version character, then lowercase hexadecimal. Version "1" (97
          * characters): "1", the lease's 128 random bits, then the pseudonyms of its bucket and of
@@ -274,6 +277,29 @@ namespace {
      * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
      */
     function ratelimit_release(\RateLimit\Decision|string $lease): bool {}
+
+    /**
+     * Ends the current request's leases, as the end of a PHP request does: every lease taken by
+     * this worker (this process, or this thread of a thread-safe PHP) since the last end and
+     * not released. For a long-running worker whose HTTP requests all run inside one PHP request
+     * (RoadRunner, Swoole, Laravel Octane: the Laravel bridge calls it on Octane's
+     * RequestTerminated): call it after each HTTP request. FrankenPHP (classic and worker mode)
+     * and PHP-FPM need no call: the SAPI's end of each request does the same.
+     *
+     * Not between the concurrent requests of Swoole coroutines, which share the worker: it
+     * would end the leases of the others too; release each Decision with ratelimit_release()
+     * there. A worker keeps at most 1024 leases for this; past that the oldest is left to its
+     * release or ratelimit.lease_ttl (never freed while it may be in use), said once in the log.
+     *
+     * Opens nothing: with no store open yet it returns 0.
+     *
+     * @return int how many of those leases were live (a lease already released elsewhere, or
+     *             expired, frees nothing); 0 when the store could not be written (the leases
+     *             then end at ratelimit.lease_ttl)
+     *
+     * @throws \ArgumentCountError given any argument
+     */
+    function ratelimit_end_request(): int {}
 
     /**
      * Answers what a ratelimit_acquire() of cost 1 (without in-flight slot) would get from the

@@ -14,6 +14,7 @@ use Illuminate\Cache\RateLimiting\Limit;
 use Illuminate\Cache\Repository as CacheRepository;
 use Illuminate\Config\Repository as ConfigRepository;
 use Illuminate\Container\Container;
+use Illuminate\Events\Dispatcher;
 use Illuminate\Http\Exceptions\ThrottleRequestsException;
 use Illuminate\Http\Request;
 use Illuminate\Http\Response;
@@ -333,6 +334,52 @@ $tests['laravel: inflight option: attempt() holds a slot while its callback runs
     $after = $limiter->attempt($key, 10, fn () => 'after', 60);
     check($outer === 'outer' && $inner === false && $after === 'after', "outer $outer, inner " . var_export($inner, true) . ", after $after");
     return 'inflight 1: a nested attempt() during the callback: false; after it returned: runs';
+};
+
+$tests['laravel: under Octane the provider ends each HTTP request\'s leases on RequestTerminated; without Octane it listens to nothing'] = function () {
+    $event = RateLimitServiceProvider::OCTANE_REQUEST_TERMINATED;
+    $boot = function (): array {
+        $app = new Container();
+        $app->instance('events', $events = new Dispatcher($app));
+        $app->instance('config', new ConfigRepository(['ratelimit' => ['inflight' => 1]]));
+        $provider = new RateLimitServiceProvider($app);
+        $provider->register();
+        $provider->boot();
+        return [$app, $events];
+    };
+    // Octane is not packaged here: first without it, as an application without Octane runs.
+    check(!class_exists($event), "$event exists before the test declares it");
+    [, $events] = $boot();
+    check(!$events->hasListeners($event), 'a listener without Octane');
+    // Octane's event class (its constructor takes the application, the sandbox, the request and
+    // the response): a stand-in of the same name, dispatched as Octane's worker does.
+    eval('namespace Laravel\Octane\Events; class RequestTerminated { public function __construct(public $app = null, public $sandbox = null, public $request = null, public $response = null) {} }');
+    [$app, $events] = $boot();
+    check($events->hasListeners($event), 'no listener with Octane');
+    $limiter = $app->make(StockRateLimiter::class);
+    $keys = [fresh('oct1'), fresh('oct2')];
+    $seen = [];
+    // Three HTTP requests of one worker, each taking the keys' only slot and forgetting it.
+    for ($request = 0; $request < 3; $request++) {
+        foreach ($keys as $key) {
+            $seen[] = $limiter->hit($key, 60);
+        }
+        $own = ratelimit_acquire(fresh('oct-own'), 10, 60, 1);
+        $seen[] = $own->reason;
+        $events->dispatch(new $event($app, $app, null, null));
+        $seen[] = 'end';
+    }
+    $want = [];
+    for ($request = 0; $request < 3; $request++) {
+        $want = array_merge($want, [$request + 1, $request + 1, 'ok', 'end']);
+    }
+    check($seen === $want, 'hits and ends: ' . json_encode($seen));
+    check(ratelimit_end_request() === 0, 'leases left after the last RequestTerminated');
+    // The slots are real: within one request a second hit of a key is refused (maxAttempts + 1).
+    $twice = [$limiter->hit($keys[0], 60), $limiter->hit($keys[0], 60)];
+    check($twice === [4, 61], 'two hits in one request: ' . json_encode($twice));
+    $events->dispatch(new $event($app, $app, null, null));
+    return 'without Octane: no listener; with it, 3 requests x (2 hits with inflight 1 + 1 own lease), each ended by RequestTerminated: ' . json_encode($seen) . '; two hits in one request: ' . json_encode($twice);
 };
 
 foreach ($tests as $name => $fn) {

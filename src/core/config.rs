@@ -6,6 +6,7 @@
 use super::bucket::{Policy, MAX_LIMIT};
 use std::ffi::CStr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The file every worker of the host shares when `ratelimit.db_path` is empty, in
 /// [`Config::default_dir`].
@@ -436,20 +437,71 @@ impl Config {
     /// Sets one directive as php.ini does: a value that cannot work marks the directive broken
     /// (no other value stands in for it, not even the default: a mistyped path or address must
     /// not quietly become another), a good one mends it. Returns why a value was refused.
+    /// A directive broken before keeps its place in the list, so that applying the same
+    /// values again (a ZTS thread's start) gives an equal configuration.
     pub fn apply(&mut self, name: &str, value: &str) -> Result<(), Invalid> {
-        self.broken.retain(|(n, _)| n != name);
         let set = self.set(name, value);
-        if let Err(why) = &set {
-            self.broken.push((name.to_string(), why.0));
-        }
+        self.note(name, &set);
         set
     }
 
     /// Marks `name` broken for a value refused before it could be parsed (not UTF-8).
     pub fn refuse(&mut self, name: &str, why: Invalid) -> Result<(), Invalid> {
-        self.broken.retain(|(n, _)| n != name);
-        self.broken.push((name.to_string(), why.0));
-        Err(why)
+        let refused = Err(why);
+        self.note(name, &refused);
+        refused
+    }
+
+    /// Notes how setting `name` went: a refusal keeps its place in the list of broken
+    /// directives (the same values applied again give the same configuration).
+    fn note(&mut self, name: &str, set: &Result<(), Invalid>) {
+        let at = self.broken.iter().position(|(n, _)| n == name);
+        match (set, at) {
+            (Err(why), Some(i)) => self.broken[i].1 = why.0,
+            (Err(why), None) => self.broken.push((name.to_string(), why.0)),
+            (Ok(()), Some(i)) => {
+                self.broken.remove(i);
+            }
+            (Ok(()), None) => {}
+        }
+    }
+
+    /// [`Config::applied`] of a value as PHP passes it, in bytes: one that is not UTF-8 is
+    /// refused, never rewritten (two different byte paths must not become one file).
+    pub fn applied_bytes(
+        current: Option<&Arc<Config>>,
+        name: &str,
+        raw: &[u8],
+    ) -> (Arc<Config>, Result<(), Invalid>) {
+        match std::str::from_utf8(raw) {
+            Ok(value) => Config::applied(current, name, value),
+            Err(_) => {
+                let mut next = current.map_or_else(Config::defaults, |c| Config::clone(c));
+                let result = next.refuse(name, Invalid("expected UTF-8 text"));
+                match current {
+                    Some(c) if **c == next => (Arc::clone(c), result),
+                    _ => (Arc::new(next), result),
+                }
+            }
+        }
+    }
+
+    /// `current` with `name` applied (see [`Config::apply`]): `current` itself, the same
+    /// `Arc`, when that changes nothing. PHP applies every directive again at each ZTS
+    /// thread's start; whoever compares configurations by pointer (a worker deciding whether
+    /// to reopen, and so forget the leases its request holds) must then see no change.
+    pub fn applied(
+        current: Option<&Arc<Config>>,
+        name: &str,
+        value: &str,
+    ) -> (Arc<Config>, Result<(), Invalid>) {
+        let mut next = current.map_or_else(Config::defaults, |c| Config::clone(c));
+        let result = next.apply(name, value);
+        let next = match current {
+            Some(c) if **c == next => Arc::clone(c),
+            _ => Arc::new(next),
+        };
+        (next, result)
     }
 
     /// The error every call gets while a directive is broken: names each, never its value
@@ -516,6 +568,42 @@ mod tests {
                 c.fail_open
             ),
             (100, 100_000, 64, false)
+        );
+    }
+
+    /// PHP applies every directive again at each ZTS thread's start: with the same values, the
+    /// configuration in force stays the very same `Arc`, broken directives included; a changed
+    /// value gives a new one.
+    #[test]
+    fn applying_the_same_values_again_keeps_the_same_configuration() {
+        let values = [
+            ("ratelimit.limit", "7"),
+            ("ratelimit.lease_ttl", "5"),
+            ("ratelimit.per", "oops"),
+            ("ratelimit.ipv6_prefix", "200"),
+        ];
+        let mut current: Option<Arc<Config>> = None;
+        for (name, value) in values {
+            current = Some(Config::applied(current.as_ref(), name, value).0);
+        }
+        let first = current.clone().unwrap();
+        assert_eq!(first.broken.len(), 2);
+        for _thread in 0..3 {
+            for (name, value) in values {
+                let (next, result) = Config::applied(current.as_ref(), name, value);
+                assert_eq!(result.is_err(), value == "oops" || value == "200");
+                current = Some(next);
+            }
+            assert!(Arc::ptr_eq(current.as_ref().unwrap(), &first));
+        }
+        let (changed, _) = Config::applied(current.as_ref(), "ratelimit.limit", "8");
+        assert!(!Arc::ptr_eq(&changed, &first));
+        assert_eq!(changed.limit, 8);
+        let (mended, ok) = Config::applied(Some(&changed), "ratelimit.per", "60");
+        assert!(ok.is_ok());
+        assert_eq!(
+            mended.broken,
+            [("ratelimit.ipv6_prefix".to_string(), first.broken[1].1)]
         );
     }
 

@@ -71,8 +71,8 @@ fn zstr(s: *mut zend_string) -> Option<Vec<u8>> {
 /// directive broken (see [`Config::apply`]): a startup warning names it, and every call throws
 /// until it is fixed; no other value (not even the default) stands in for it. Taking it (not
 /// failing the ini entry) keeps the bad value in force everywhere PHP re-applies it, e.g. at a
-/// ZTS thread's start. A value equal to the one in force keeps the same `Arc`, so that nothing
-/// that compares configurations by pointer reopens.
+/// ZTS thread's start. A value equal to the one in force keeps the same `Arc` (see
+/// [`Config::applied`]), so that nothing that compares configurations by pointer reopens.
 unsafe extern "C" fn on_modify(
     entry: *mut zend_ini_entry,
     new_value: *mut zend_string,
@@ -90,22 +90,17 @@ unsafe extern "C" fn on_modify(
             .unwrap_or_default();
         let raw = zstr(new_value).unwrap_or_default();
         let mut guard = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-        let mut config = guard.as_deref().cloned().unwrap_or_else(Config::defaults);
-        // Not UTF-8: refused, never rewritten (two different byte paths must not become one).
-        let applied = match std::str::from_utf8(&raw) {
-            Ok(value) => config.apply(&name, value),
-            Err(_) => config.refuse(&name, Invalid("expected UTF-8 text")),
-        };
-        if let Err(why) = applied {
+        let (config, result) = Config::applied_bytes(guard.as_ref(), &name, &raw);
+        let same = guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, &config));
+        // Said once: not again when a ZTS thread's start applies the same value.
+        if let (Err(why), false) = (result, same) {
             warn(&format!(
                 "Invalid value {} for {name} ({}); every ratelimit call throws until it is fixed",
                 shown(&name, &String::from_utf8_lossy(&raw)),
                 why.0
             ));
         }
-        if guard.as_deref() != Some(&config) {
-            *guard = Some(Arc::new(config));
-        }
+        *guard = Some(config);
         0
     })
     .unwrap_or(-1)

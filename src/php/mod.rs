@@ -1,4 +1,4 @@
-//! The PHP glue: the eight functions, the module's startup, request shutdown and phpinfo().
+//! The PHP glue: the nine functions, the module's startup, the end of a request and phpinfo().
 //! Thin by design: it parses arguments, calls the [`crate::limiter::Limiter`], and builds a
 //! Decision.
 
@@ -7,6 +7,7 @@ mod compound;
 mod decision;
 mod error;
 mod ini;
+mod sapi;
 mod worker;
 
 use crate::core::bucket::{Policy, MAX_LIMIT};
@@ -368,6 +369,16 @@ extern "C" fn ratelimit_top(ex: &mut ExecuteData, retval: &mut Zval) {
     })
 }
 
+/// `ratelimit_end_request(): int`: ends the leases the current logical request still holds,
+/// for a long-running worker whose HTTP requests all run inside one PHP request (RoadRunner,
+/// Swoole, Laravel Octane): returns how many were live. Opens nothing.
+extern "C" fn ratelimit_end_request(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        Call::new(ex, "ratelimit_end_request", &[])?;
+        to_zval(worker::end_request().min(i64::MAX as u64) as i64)
+    })
+}
+
 /// Releases what the request's script forgot to (also after a fatal error). A failure here
 /// is left to the lease's expiry: there is nobody left to tell.
 unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
@@ -375,10 +386,11 @@ unsafe extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
     0
 }
 
-/// Writes the counts this process still holds back (denials served from snapshots): under FPM
-/// this runs in each worker as it exits, and in the master, which has nothing to write.
+/// Takes the request-end hook out of the SAPI. The counts each worker still holds back are
+/// written by the module's globals' destructor (GSHUTDOWN, see `worker::Globals`), which runs
+/// after this, for each thread still alive (without ZTS, for the process).
 unsafe extern "C" fn module_shutdown(_type: i32, _module_number: i32) -> i32 {
-    let _ = catch_unwind(worker::shutdown);
+    let _ = catch_unwind(sapi::uninstall);
     0
 }
 
@@ -433,10 +445,11 @@ fn widen_release_arg_to_string() {
     }
 }
 
-fn startup(_ty: i32, module_number: i32) -> i32 {
+fn startup(ty: i32, module_number: i32) -> i32 {
     catch_unwind(|| {
         ini::register(module_number);
         widen_release_arg_to_string();
+        sapi::install(ty);
         match register_exception_class() {
             Ok(()) => 0,
             Err(e) => {
@@ -517,6 +530,13 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
             &TOP,
             DataType::Array,
         ))
+        .function(declare(
+            "ratelimit_end_request",
+            ratelimit_end_request,
+            &[],
+            DataType::Long,
+        ))
+        .globals(&worker::GLOBALS)
         .request_shutdown_function(request_shutdown)
         .shutdown_function(module_shutdown)
         .info_function(info)

@@ -1,6 +1,12 @@
-//! What one PHP process keeps between calls: its [`Limiter`] (the open store and the key),
-//! opened lazily on the first call (never in module startup, which under FPM runs in the master
-//! before fork) and reopened when the process finds itself forked.
+//! What one PHP process, or one thread of a thread-safe (ZTS) PHP, keeps between calls: its
+//! [`Limiter`] (the open store and the key), opened lazily on the first call (never in module
+//! startup, which under FPM runs in the master before fork) and reopened when the process finds
+//! itself forked.
+//!
+//! It lives in the module's globals, which PHP gives each thread (TSRM) and destroys with the
+//! thread (GSHUTDOWN): there, and only there, the counts it holds back are written. Not in a
+//! Rust `thread_local!`, whose destructor runs after PHP freed the thread, too late to call PHP
+//! (the operations log writes through PHP's error log).
 
 use crate::core::config::{Backend, Config, Fallback};
 use crate::keyring::KeyRing;
@@ -14,7 +20,9 @@ use crate::storage::hostbreaker::HostBreaker;
 use crate::storage::redis::{self, RedisSettings, RedisStore, Target};
 use crate::storage::sqlite::SqliteStore;
 use crate::storage::{system_clock, Clock, ErrorKind, Store, StoreError};
+use ext_php_rs::zend::{ModuleGlobal, ModuleGlobals};
 use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
@@ -28,8 +36,33 @@ struct Worker {
     limiter: Limiter,
 }
 
-thread_local! {
-    static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+/// The module's globals: one per thread under ZTS, one per process otherwise.
+#[derive(Default)]
+pub struct Globals {
+    worker: RefCell<Option<Worker>>,
+}
+
+impl ModuleGlobal for Globals {
+    /// GSHUTDOWN: the thread (or, without ZTS, the process) is ending. Under ZTS PHP runs it on
+    /// the ending thread (`ts_free_thread`), or at module shutdown on the main thread for
+    /// every thread the server never freed (`ts_free_id`): a PHP thread either way, with the
+    /// engine's own globals still alive (a module's are freed before those it depends on).
+    fn gshutdown(&mut self) {
+        let worker = self.worker.get_mut().take();
+        // A panic must not unwind into PHP.
+        let _ = catch_unwind(AssertUnwindSafe(|| shutdown(worker)));
+    }
+}
+
+/// Registered with the module (`ModuleBuilder::globals`).
+pub static GLOBALS: ModuleGlobals<Globals> = ModuleGlobals::new();
+
+/// Runs `f` with this thread's worker slot; None while it is in use further up the stack
+/// (a hook reached during a call), which a caller skips rather than panics on.
+fn slot<T>(f: impl FnOnce(&mut Option<Worker>) -> T) -> Option<T> {
+    let globals = GLOBALS.get();
+    let mut slot = globals.worker.try_borrow_mut().ok()?;
+    Some(f(&mut slot))
 }
 
 /// Bumped in every child at fork, so that a process can tell it was forked without asking the
@@ -67,8 +100,7 @@ pub fn with<T>(
     if let Some(why) = config.broken_error() {
         return Err(Error::Store(StoreError::new(ErrorKind::Misconfigured, why)));
     }
-    WORKER.with(|cell| {
-        let mut slot = cell.borrow_mut();
+    slot(|slot| {
         let stale = slot
             .as_ref()
             .is_none_or(|w| w.process != process() || !Arc::ptr_eq(&w.config, config));
@@ -119,6 +151,7 @@ pub fn with<T>(
         }
         f(&mut slot.as_mut().expect("opened above").limiter)
     })
+    .unwrap_or_else(|| Err(Error::Internal("ratelimit called from within itself".into())))
 }
 
 /// The store `config.backend` names, not connected yet (each connects on its first call).
@@ -209,31 +242,29 @@ fn monotonic_clock() -> Clock {
     Arc::new(move || start.elapsed().as_millis().min(i64::MAX as u128) as i64)
 }
 
-/// At request end: releases the leases this process took during the request and still holds.
-/// Opens nothing: a process that has no limiter of its own (not yet, or only its parent's,
-/// inherited across fork) holds no lease.
-pub fn end_request() {
-    WORKER.with(|cell| {
-        if let Some(w) = cell.borrow_mut().as_mut() {
-            if w.process == process() {
-                w.limiter.end_request();
-            }
-        }
-    });
+/// At the end of a logical request (request shutdown, the SAPI's deactivate hook,
+/// `ratelimit_end_request()`): releases the leases this worker took since the last end and
+/// still holds; returns how many of them were live. Opens nothing: a thread or process that has
+/// no limiter of its own (not yet, or only its parent's, inherited across fork) holds no lease.
+pub fn end_request() -> u64 {
+    slot(|slot| match slot.as_mut() {
+        Some(w) if w.process == process() => w.limiter.end_request(),
+        _ => 0,
+    })
+    .unwrap_or(0)
 }
 
-/// At process end (module shutdown): writes what this process's limiter still holds back.
-pub fn shutdown() {
-    WORKER.with(|cell| {
-        if let Some(mut w) = cell.borrow_mut().take() {
-            if w.process == process() {
-                w.limiter.shutdown();
-            } else {
-                // Inherited across fork: the parent's, not ours to write or close.
-                std::mem::forget(w);
-            }
+/// The thread or process is ending: releases what its last request still holds and writes
+/// the counts its limiter holds back.
+fn shutdown(worker: Option<Worker>) {
+    if let Some(mut w) = worker {
+        if w.process == process() {
+            w.limiter.shutdown();
+        } else {
+            // Inherited across fork: the parent's, not ours to write or close.
+            std::mem::forget(w);
         }
-    });
+    }
 }
 
 /// The database and key paths for phpinfo(), without opening anything.

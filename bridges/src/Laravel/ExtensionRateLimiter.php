@@ -49,9 +49,12 @@ class ExtensionRateLimiter extends RateLimiter
      * @param int    $defaultMaxAttempts  bucket size of a key before a call gave one
      * @param int    $defaultDecaySeconds refill time of a key before a call gave one
      * @param int    $inflight            most live leases per key taken by hit() and attempt()
-     *                                    (0: none); a hit's lease ends with the request (in a
-     *                                    long-running CLI process: at ratelimit.lease_ttl),
-     *                                    attempt()'s when its callback returns
+     *                                    (0: none); a hit's lease ends with the request
+     *                                    (under Octane: with the HTTP request, see
+     *                                    RateLimitServiceProvider::boot(); in another
+     *                                    long-running CLI process: at ratelimit.lease_ttl, or
+     *                                    ratelimit_end_request()), attempt()'s when its
+     *                                    callback returns
      */
     public function __construct(
         private readonly string $scope = 'laravel',
