@@ -5,7 +5,7 @@
 //! set: php.ini, `-d`, or an FPM pool's `php_admin_value` (applied in each child after fork).
 //! Reading the configuration on the hot path is then a lock and a clone, not an ini scan.
 
-use crate::core::config::{shown, Config, Directive, Invalid, REDIS, SHARED, SQLITE};
+use crate::core::config::{shown, Config, Directive, REDIS, SHARED, SQLITE};
 use ext_php_rs::ffi::{php_error_docref, zend_ini_entry, zend_string, E_WARNING};
 use ext_php_rs::flags::IniEntryPermission;
 use ext_php_rs::types::ZendStr;
