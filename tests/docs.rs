@@ -197,18 +197,22 @@ fn md_files_in(dir: &str) -> Vec<String> {
     out
 }
 
+/// The lines of `md` outside fenced code blocks.
+fn unfenced(md: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    md.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
 /// The text of `md` outside fenced code blocks and inline code.
 fn prose(md: &str) -> String {
     let mut out = String::new();
-    let mut fenced = false;
-    for line in md.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for line in unfenced(md) {
         let mut in_code = false;
         for c in line.chars() {
             if c == '`' {
@@ -240,15 +244,7 @@ fn links(md: &str) -> Vec<String> {
 /// GitHub's anchors of the headings of `md` (and explicit `id="..."`).
 fn anchors(md: &str) -> HashSet<String> {
     let mut out = HashSet::new();
-    let mut fenced = false;
-    for line in md.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for line in unfenced(md) {
         if let Some(h) = line.strip_prefix('#') {
             let h = h.trim_start_matches('#').trim();
             let slug: String = h

@@ -151,7 +151,7 @@ chroot_debootstrap() {
     rm -rf --one-file-system "$ROOT" || chroot_die "could not delete $ROOT"
   fi
   mkdir -p "$(dirname "$ROOT")" "$(dirname "$log")"
-  chroot_say "debootstrap --variant=minbase $* $suite $ROOT $mirror (log: $log)"
+  chroot_say "debootstrap --variant=minbase ${*:+$* }$suite $ROOT $mirror (log: $log)"
   if ! run_bg debootstrap --variant=minbase "$@" "$suite" "$ROOT" "$mirror" >"$log" 2>&1; then
     tail -n 20 "$log" >&2
     chroot_unmount # debootstrap can leave /proc and /sys mounted when it fails
