@@ -20,13 +20,16 @@
 #       knows it was reused); an incomplete ROOT is deleted first, never while anything is
 #       mounted under it. Exits the script when debootstrap fails.
 #   chroot_prepare                  policy-rc.d (no service starts in the root), resolv.conf
-#   chroot_mount_base SYSROOT       proc, /dev, a tmpfs /dev/shm, the Rust toolchain at SYSROOT
-#                                   bind-mounted read-only at the same path in the root
+#   chroot_mount_base SYSROOT       ROOT a mount point (bound onto itself), proc, /dev, a tmpfs
+#                                   /dev/shm, the Rust toolchain at SYSROOT bind-mounted
+#                                   read-only at the same path in the root
 #   run_bg COMMAND...               runs COMMAND in the background and waits for it, so that a
-#                                   signal interrupts the wait and chroot_finish can stop it
-#   chroot_cleanup                  stops what run_bg runs and the processes in ROOT, unmounts
-#                                   everything under MOUNT_TOP; non-zero if something stays
-#                                   mounted. Call it from the EXIT trap.
+#                                   signal interrupts the wait and chroot_stop_bg can stop it
+#   run_bg_logged LOG COMMAND...    the same, COMMAND's output appended to LOG
+#   chroot_stop_bg                  stops what run_bg runs (1 if something was running)
+#   chroot_unmount                  stops the processes in ROOT, unmounts everything under
+#                                   MOUNT_TOP; non-zero if something stays mounted. The EXIT
+#                                   trap calls both.
 
 chroot_say() { echo "$CHROOT_NAME: $*"; }
 chroot_die() { echo "$CHROOT_NAME: $*" >&2; exit 1; }
@@ -117,6 +120,18 @@ run_bg() {
   BG=""
   return "$rc"
 }
+# run_bg_logged LOG COMMAND...: run_bg with COMMAND's output appended to LOG. The redirection is
+# the background command's own: a trap that runs while run_bg waits writes where the script does.
+run_bg_logged() {
+  local log=$1
+  shift
+  run_bg _chroot_logged "$log" "$@"
+}
+_chroot_logged() {
+  local log=$1
+  shift
+  "$@" >>"$log" 2>&1
+}
 kill_tree() { # kill_tree PID: PID and its descendants, children first
   local c
   for c in $(pgrep -P "$1"); do kill_tree "$c"; done
@@ -133,13 +148,6 @@ chroot_stop_bg() {
   return 1
 }
 
-chroot_cleanup() {
-  local rc=0
-  chroot_stop_bg || rc=1
-  chroot_unmount || rc=1
-  return "$rc"
-}
-
 chroot_debootstrap() {
   local suite=$1 stamp=$2 log=$3 mirror
   shift 3
@@ -152,7 +160,8 @@ chroot_debootstrap() {
   fi
   mkdir -p "$(dirname "$ROOT")" "$(dirname "$log")"
   chroot_say "debootstrap --variant=minbase ${*:+$* }$suite $ROOT $mirror (log: $log)"
-  if ! run_bg debootstrap --variant=minbase "$@" "$suite" "$ROOT" "$mirror" >"$log" 2>&1; then
+  : >"$log"
+  if ! run_bg_logged "$log" debootstrap --variant=minbase "$@" "$suite" "$ROOT" "$mirror"; then
     tail -n 20 "$log" >&2
     chroot_unmount # debootstrap can leave /proc and /sys mounted when it fails
     chroot_die "debootstrap failed"
@@ -168,7 +177,10 @@ chroot_prepare() {
 
 chroot_mount_base() {
   local sysroot=$1
-  mount -t proc proc "$ROOT/proc" &&
+  # The root a mount point of its own, so that `unshare --mount` inside it (a test making a
+  # namespace) can set its propagation.
+  { mountpoint -q "$ROOT" || mount --bind "$ROOT" "$ROOT"; } &&
+    mount -t proc proc "$ROOT/proc" &&
     mount --bind /dev "$ROOT/dev" &&
     mount -t tmpfs -o mode=1777,size=256m tmpfs "$ROOT/dev/shm" &&
     mkdir -p "$ROOT$sysroot" &&
