@@ -11,7 +11,7 @@ PHP_ARG_ENABLE([ratelimit],
 
 PHP_ARG_WITH([cargo], [for the cargo to build ratelimit with],
   [AS_HELP_STRING([--with-cargo=PATH],
-    [Path to cargo (Rust 1.85 or newer) [cargo on PATH, else ~/.cargo/bin/cargo]])],
+    [Path to cargo (Rust 1.89 or newer) [cargo on PATH, else ~/.cargo/bin/cargo]])],
   [no], [no])
 
 if test "$PHP_RATELIMIT" != "no"; then

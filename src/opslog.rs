@@ -29,8 +29,59 @@ pub enum Event {
 const KINDS: usize = 16;
 
 impl Event {
+    /// Every event, in the order docs/operations.md lists them.
+    pub const ALL: [Event; KINDS] = [
+        Event::StorageUnavailable,
+        Event::StorageRecovered,
+        Event::FailOpenAdmitting,
+        Event::BreakerOpened,
+        Event::FallbackSwitched,
+        Event::BreakerClosed,
+        Event::TableFull,
+        Event::Reopened,
+        Event::CorruptMovedAside,
+        Event::QueueUnusable,
+        Event::StateFileDamaged,
+        Event::KeyChanged,
+        Event::KeysMigrating,
+        Event::KeyRestored,
+        Event::HostClock,
+        Event::HeldOverflow,
+    ];
+
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// When it is written and what the operator does about it (Markdown, for the reference).
+    pub fn doc(self) -> &'static str {
+        match self {
+            Event::StorageUnavailable => "a fault of the storage itself (disk full, read-only, I/O error, a corrupt file or a damaged Redis value) met while deciding: the call is \"unavailable\", counted as `storage_errors`. Free the space, remount, or let the file be rebuilt",
+            Event::StorageRecovered => "the first step that succeeds after such a fault: decisions are made again",
+            Event::FailOpenAdmitting => "an \"unavailable\" decision allowed because `ratelimit.fail_open=1`: requests pass unlimited",
+            Event::BreakerOpened => "`redis_breaker_failures` Redis failures within the window, with `redis_fallback = none`: every worker of the host stops asking Redis for `redis_breaker_retry_ms`, its calls \"unavailable\"",
+            Event::FallbackSwitched => "the same opening with `redis_fallback = local`: the host's SQLite file decides (per host) until a probe succeeds; counted as `fallback_switches`",
+            Event::BreakerClosed => "the host's one probe succeeded: Redis decides again",
+            Event::TableFull => "SQLite held `ratelimit.max_entries` buckets and dropped one that still held information (counted as `evicted`): raise `max_entries`",
+            Event::Reopened => "the database file was removed, renamed or replaced: each process opens the path anew (counted as `reopened`)",
+            Event::CorruptMovedAside => "a corrupt database moved to `<db_path>.corrupt-<unix time>` and rebuilt: the buckets start afresh",
+            Event::QueueUnusable => "the write queue `<db_path>.queue` cannot be used (not ours, say): writers wait by polling SQLite's lock, which is slower under contention; the deny cache caches nothing",
+            Event::KeyChanged => "this process now decides with a new key (its key file was replaced, or a rotation): clients it meets start afresh unless `key_file_previous` is set",
+            Event::KeysMigrating => "a key rotation is moving buckets from the previous key (counted as `keys_migrated`)",
+            Event::KeyRestored => "the store had lost its key record and another host recorded its own key: the settled key was recorded again over it",
+            Event::HostClock => "the Redis server refuses `TIME` in scripts: each host's clock decides, and the hosts' clocks must agree (NTP)",
+            Event::StateFileDamaged => "`<db_path>.queue` or `<db_path>.breaker` was truncated, replaced or damaged under this process (a `copytruncate` log rotation over the directory, say): that call went without it, the next opens it anew; no decision was affected. Keep log rotation away from the database's directory",
+            Event::HeldOverflow => "a request (a long-running worker that never ends one: call `ratelimit_end_request()`) held more than 1024 leases: the oldest was let go of unreleased and ends at its release or `ratelimit.lease_ttl`",
+        }
+    }
+
+    /// The line it writes, with `<place>` for the path or address, as docs/operations.md
+    /// shows it.
+    pub fn line(self) -> String {
+        format!(
+            "ratelimit: {} (<place>[; N times since the last line])",
+            self.text()
+        )
     }
 
     fn text(self) -> &'static str {
@@ -67,6 +118,16 @@ impl Event {
             }
         }
     }
+}
+
+/// The reference of the operations log (Markdown), as docs/operations.md holds it between its
+/// markers.
+pub fn reference_markdown() -> String {
+    let mut out = String::from("| line | when |\n| --- | --- |\n");
+    for e in Event::ALL {
+        out.push_str(&format!("| `{}` | {} |\n", e.line(), e.doc()));
+    }
+    out
 }
 
 /// Lines at most this often per kind.
@@ -141,6 +202,16 @@ impl OpsLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_event_is_listed_once() {
+        let mut seen = [false; KINDS];
+        for e in Event::ALL {
+            assert!(!seen[e.index()], "{e:?} twice");
+            seen[e.index()] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
+    }
 
     #[test]
     fn the_first_event_of_a_kind_is_written_at_once() {

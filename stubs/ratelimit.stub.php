@@ -14,33 +14,35 @@
  * every call then throws a RateLimit\Exception naming it until it is fixed; the paths must be
  * absolute.
  *
- * | directive                   | default  | meaning                                                        |
- * |-----------------------------|----------|----------------------------------------------------------------|
- * | ratelimit.db_path           | ""       | SQLite file shared by all workers; empty: `php-ratelimit.sqlite` in `<temp dir>/php-ratelimit-<euid>/` (created 0700) |
- * | ratelimit.key_file          | ""       | 32-byte HMAC key; empty: `<db_path>.key`, created once (32 random bytes, mode 0600, atomically). Set and missing or shorter than 32 bytes: RateLimit\Exception |
- * | ratelimit.key_file_previous | ""       | during a key rotation: the replaced key file; a bucket missing under the new key is moved from its name under this one |
- * | ratelimit.key_fingerprint   | ""       | optional: the key every host must hold, as the 16 hex digits phpinfo() shows under "Key fingerprint"; another key is a RateLimit\Exception, also on a host whose store has no key recorded yet |
- * | ratelimit.limit             | 60       | default `$limit` (tokens per bucket, 1 .. 10^12)                |
- * | ratelimit.per               | 60       | default `$per` (seconds to refill `$limit` tokens, 0.001 .. 10^9) |
- * | ratelimit.inflight          | 0        | default `$inflight` (live leases per subject and scope; 0: no lease) |
- * | ratelimit.lease_ttl         | 60       | seconds after which a lease that was never released expires (e.g. its worker was killed) |
- * | ratelimit.busy_timeout_ms   | 100      | how long a decision waits for the database write lock before it is "unavailable" |
- * | ratelimit.max_entries       | 100000   | most buckets kept; beyond it drained buckets, then the least recently used bucket without a live lease, are dropped |
- * | ratelimit.ipv6_prefix       | 64       | IPv6 subjects are cut to this many bits before hashing           |
- * | ratelimit.fail_open         | 0        | 1: an "unavailable" decision is allowed (without a lease)         |
- * | ratelimit.dry_run           | ""       | shadow mode: empty (off), `*` (every scope) or scopes separated by commas; their "rate" and "inflight" denials are answered allowed with `dryRun` true (charged as for real: a denial takes nothing, gets no lease, sends no Retry-After), counted as `dry_run_denied`. "unavailable" stays unavailable (only fail_open admits it) |
- * | ratelimit.request_ttl       | 60       | seconds an admission with a `$request_id` is remembered for its retries (with a lease, at least as long as ratelimit.lease_ttl) |
- * | ratelimit.request_replays   | 3        | how many times such an admission is replayed (answered again, taking nothing, `$replay` true), 0 .. 1000; 0: never. After that, a retry is charged like any call |
- * | ratelimit.backend           | sqlite   | `sqlite` (one file per host) or `redis` (one Redis or Redis Cluster for every host of a site) |
- * | ratelimit.redis_url         | "redis://127.0.0.1:6379/0" | Redis address: `redis://[user:password@]host:port/db`, `rediss://` for TLS (roots from the system or SSL_CERT_FILE), `unix:///path/redis.sock` |
- * | ratelimit.redis_cluster     | ""       | comma-separated seed node URLs; not empty: Redis Cluster (`redis_url` unused) |
- * | ratelimit.redis_prefix      | rl:      | put before every key, so that several sites can share one Redis |
- * | ratelimit.redis_timeout_ms  | 50       | the most one call waits for Redis, connecting, writing and reading together; then "unavailable" |
- * | ratelimit.redis_fallback    | none     | while Redis is unavailable: `none` ("unavailable", then fail_open) or `local` (decide with this host's SQLite file at db_path: the limit becomes per host) |
- * | ratelimit.redis_allow_eviction | 0   | 1: decide also on a Redis whose maxmemory-policy evicts keys (every bucket has a time to live, so volatile-* policies evict them too: a silently reset limit). 0: such a server is a RateLimit\Exception on every call |
- * | ratelimit.redis_breaker_failures  | 5     | Redis failures within redis_breaker_window_ms that open the host-wide breaker (calls then skip Redis) |
- * | ratelimit.redis_breaker_window_ms | 10000 | the window of redis_breaker_failures |
- * | ratelimit.redis_breaker_retry_ms  | 1000  | how long the breaker stays open before one probe per host is let through |
+ * BEGIN GENERATED directives (from src/core/config.rs; RATELIMIT_WRITE_DOCS=1 cargo test --no-default-features --test docs rewrites it)
+ * | directive | default | accepts | what it does |
+ * |---|---|---|---|
+ * | ratelimit.key_file | "" | an absolute path (or empty for the default) | The HMAC key: 32 random bytes or more (`head -c 32 /dev/urandom`), a file of the pool's user readable by it alone (0600 or 0400), outside the web root and apart from the database. Empty: `<db_path>.key`, created 0600 on first use (for development only). Required with `redis`: the same key on every host. Missing, short, weak or not ours: `RateLimit\Exception`. |
+ * | ratelimit.key_file_previous | "" | an absolute path (or empty for the default) | During a key rotation only: the replaced key file. A bucket missing under the new key is moved from its name under this one (SQLite; on Redis clients start afresh once). |
+ * | ratelimit.key_fingerprint | "" | empty or the key's 16 hex digits (phpinfo's "Key fingerprint") | Optional: the key every host must hold, as the 16 hex digits `phpinfo()` shows under "Key fingerprint". Another key is a `RateLimit\Exception` on that host, before any store is asked. |
+ * | ratelimit.limit | "60" | an integer from 1 to 10^12 | Default `$limit`: tokens per bucket. |
+ * | ratelimit.per | "60" | seconds from 0.001 to 10^9 | Default `$per`: seconds to refill `$limit` tokens. |
+ * | ratelimit.inflight | "0" | an integer from 0 to 1000000 | Default `$inflight`: live leases per subject and scope (0: no lease). |
+ * | ratelimit.lease_ttl | "60" | seconds from 0.001 to 31536000 | Seconds after which a lease that was never released expires (its worker was killed, say). |
+ * | ratelimit.ipv6_prefix | "64" | an integer from 0 to 128 | IPv6 subjects are cut to this many bits before hashing: a client is limited per /64 by default. |
+ * | ratelimit.fail_open | "0" | 0 or 1 (also on/off, yes/no, true/false; empty is 0) | 1: an "unavailable" decision is allowed (without a lease). 0: it is a denial. See failure modes. |
+ * | ratelimit.dry_run | "" | empty, * or scopes (1 to 64 characters of [A-Za-z0-9_.:-]) separated by commas | Shadow mode: empty (off), `*` (every scope) or a list of scopes. Their `rate` and `inflight` denials are answered allowed with `dryRun` true (charged as for real: a denial takes nothing, gets no lease, sends no Retry-After), counted as `dry_run_denied`. "unavailable" stays unavailable (only `fail_open` admits it). |
+ * | ratelimit.request_ttl | "60" | seconds from 0.001 to 31536000 | Seconds an admission with a `$request_id` is remembered for its retries (with a lease, at least `ratelimit.lease_ttl`). |
+ * | ratelimit.request_replays | "3" | an integer from 0 to 1000 | How many times such an admission is replayed (answered again, taking nothing, `$replay` true; 0: never); after that, a retry is charged like any call. |
+ * | ratelimit.db_path | "" | an absolute path (or empty for the default) | The SQLite file every worker of the host shares, on a local file system (never NFS). Empty: `php-ratelimit.sqlite` in `<temp dir>/php-ratelimit-<euid>/` (created 0700). With `redis`: the file of the host's breaker (`<db_path>.breaker`) and of the local fallback. |
+ * | ratelimit.busy_timeout_ms | "100" | milliseconds from 0 to 60000 | How long a decision waits for the database's write lock before it is "unavailable". |
+ * | ratelimit.max_entries | "100000" | an integer from 1 to 10^9 | Most buckets kept: beyond it drained buckets, then the least recently used bucket without a live lease, are dropped (counted as `evicted`). Redis does not use it: idle keys expire. |
+ * | ratelimit.backend | "sqlite" | sqlite or redis | Where the buckets live: `sqlite` (one file per host) or `redis` (one Redis or Redis Cluster for every host of a site). |
+ * | ratelimit.redis_url | "redis://127.0.0.1:6379/0" | a redis://, rediss:// or unix:// URL | The Redis server: `redis://[user:password@]host:port/db`, `rediss://` for TLS (roots from the system or `SSL_CERT_FILE`), `unix:///path/redis.sock`. Never shown in a warning. |
+ * | ratelimit.redis_cluster | "" | empty, or seed nodes separated by commas, each a redis://, rediss:// or unix:// URL | Seed nodes of a Redis Cluster; not empty: cluster mode (`redis_url` unused). |
+ * | ratelimit.redis_prefix | "rl:" | 1 to 64 printable characters, without spaces or braces | Put before every key, so that several sites can share one Redis. |
+ * | ratelimit.redis_timeout_ms | "50" | milliseconds from 1 to 60000 | The most one call waits for Redis, connecting, writing and reading together; then "unavailable" (or the local fallback). |
+ * | ratelimit.redis_fallback | "none" | none or local | While Redis is unavailable: `none` ("unavailable", then `fail_open`) or `local` (decide with this host's SQLite file at `db_path`: the limit becomes per host). |
+ * | ratelimit.redis_allow_eviction | "0" | 0 or 1 (also on/off, yes/no, true/false; empty is 0) | 1: decide also on a Redis whose `maxmemory-policy` evicts keys (every bucket has a time to live, so `volatile-*` policies evict them too: a silently reset limit). 0: such a server is a `RateLimit\Exception` on every call. |
+ * | ratelimit.redis_breaker_failures | "5" | an integer from 1 to 1000000 | Redis failures within `redis_breaker_window_ms` that open the host's breaker (calls then skip Redis). |
+ * | ratelimit.redis_breaker_window_ms | "10000" | milliseconds from 1 to 3600000 | The window of `redis_breaker_failures`. |
+ * | ratelimit.redis_breaker_retry_ms | "1000" | milliseconds from 1 to 3600000 | How long the breaker stays open before one probe per host is let through. |
+ * END GENERATED directives
  *
  * Subjects are never stored: only the first 16 bytes of HMAC-SHA256(key, scope . "\0" . subject).
  * A subject that parses whole as an IP address is normalised first (IPv4-mapped IPv6 becomes

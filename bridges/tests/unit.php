@@ -2,7 +2,7 @@
 // Both bridges in one PHP process (the CLI), against the frameworks from Debian: each test
 // prints "ok - NAME: FIGURES" or "not ok - NAME: WHY"; tests/run numbers the lines. Run with the
 // extension loaded and ratelimit.db_path pointing at a fresh file:
-//   php -d extension=$SO -d ratelimit.db_path=$DIR/unit.sqlite bridges/tests/unit.php [README]
+//   php -d extension=$SO -d ratelimit.db_path=$DIR/unit.sqlite bridges/tests/unit.php [docs/frameworks.md]
 declare(strict_types=1);
 
 require __DIR__ . '/bootstrap.php';
@@ -65,7 +65,7 @@ function fresh(string $name): string
     return $name . '-' . bin2hex(random_bytes(6));
 }
 
-$readme = $argv[1] ?? dirname(__DIR__, 2) . '/README.md';
+$readme = $argv[1] ?? dirname(__DIR__, 2) . '/docs/frameworks.md';
 $failed = 0;
 $tests = [];
 
@@ -176,10 +176,10 @@ $tests['symfony: inflight option holds a slot until release()'] = function () {
     return "first consume accepted; second: {$d->reason}; release() freed $freed; then accepted";
 };
 
-$tests['symfony: the README\'s services.yaml loads into Symfony\'s container and serves the limiter'] = function () use ($readme) {
+$tests['symfony: the services.yaml of docs/frameworks.md loads into Symfony\'s container and serves the limiter'] = function () use ($readme) {
     $file = dirname(__DIR__) . '/examples/symfony/services.yaml';
     $yaml = (string) file_get_contents($file);
-    check(str_contains((string) file_get_contents($readme), $yaml), "README.md does not contain $file verbatim");
+    check(str_contains((string) file_get_contents($readme), $yaml), "docs/frameworks.md does not contain $file verbatim");
     $container = new ContainerBuilder();
     (new YamlFileLoader($container, new FileLocator(dirname($file))))->load('services.yaml');
     $container->getDefinition('limiter.anonymous_api')->setPublic(true);
@@ -295,7 +295,7 @@ $tests['laravel: the service provider binds the bridge, also after Laravel\'s Ca
     foreach (['app', 'ratelimit'] as $name) {
         $files[$name] = dirname(__DIR__) . "/examples/laravel/config/$name.php";
         $snippet = trim(substr((string) file_get_contents($files[$name]), strlen("<?php\n")));
-        check(str_contains((string) file_get_contents($readme), $snippet), "README.md does not contain {$files[$name]} verbatim");
+        check(str_contains((string) file_get_contents($readme), $snippet), "docs/frameworks.md does not contain {$files[$name]} verbatim");
     }
     $config = require $files['ratelimit'];
     $app = new Container();

@@ -8,7 +8,7 @@ ratelimit.key_file={TMP}/rl-phpt-key_rotation/old.key
 <?php
 require __DIR__ . '/../_helpers.inc';
 // Moving buckets is SQLite's: on Redis Cluster a bucket's name under the previous key lives in
-// another slot, out of reach of the decision's script (see the README).
+// another slot, out of reach of the decision's script (see docs/redis.md).
 $dir = rl_isolate('sqlite');
 foreach (['old', 'new'] as $k) {
     file_put_contents("$dir/$k.key", random_bytes(32));

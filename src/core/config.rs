@@ -12,33 +12,60 @@ use std::sync::Arc;
 /// [`Config::default_dir`].
 pub const DEFAULT_DB_NAME: &str = "php-ratelimit.sqlite";
 
-/// One php.ini directive: its name, its default, and how its text sets the configuration.
-/// The PHP glue registers exactly these (see `php/ini.rs`); nothing else lists them.
+/// One php.ini directive: its name, its default, what it accepts, which backend reads it, what
+/// it does, and how its text sets the configuration. The PHP glue registers exactly these (see
+/// `php/ini.rs`); nothing else lists them: docs/configuration.md and the stub's table are
+/// rendered from them ([`reference_markdown`], [`stub_table`]) and checked by `tests/docs.rs`.
 pub struct Directive {
     pub name: &'static CStr,
     pub default: &'static CStr,
+    /// The values it takes, as a value refused says ("expected <accepts>", or part of it).
+    pub accepts: &'static str,
+    /// `any`, `sqlite` or `redis` (with a note).
+    pub backend: &'static str,
+    /// What it does, for the reference (Markdown, one paragraph, no `|`).
+    pub doc: &'static str,
     pub set: fn(&mut Config, &str) -> Result<(), Invalid>,
 }
 
 const fn directive(
     name: &'static CStr,
     default: &'static CStr,
+    accepts: &'static str,
+    backend: &'static str,
+    doc: &'static str,
     set: fn(&mut Config, &str) -> Result<(), Invalid>,
 ) -> Directive {
-    Directive { name, default, set }
+    Directive {
+        name,
+        default,
+        accepts,
+        backend,
+        doc,
+        set,
+    }
 }
 
 /// The directives every backend reads.
 pub const SHARED: [Directive; 12] = [
-    directive(c"ratelimit.key_file", c"", |c, v| {
+    directive(c"ratelimit.key_file", c"",
+        "an absolute path (or empty for the default)",
+        "any",
+        "The HMAC key: 32 random bytes or more (`head -c 32 /dev/urandom`), a file of the pool's user readable by it alone (0600 or 0400), outside the web root and apart from the database. Empty: `<db_path>.key`, created 0600 on first use (for development only). Required with `redis`: the same key on every host. Missing, short, weak or not ours: `RateLimit\\Exception`.", |c, v| {
         c.key_file = absolute(v)?;
         Ok(())
     }),
-    directive(c"ratelimit.key_file_previous", c"", |c, v| {
+    directive(c"ratelimit.key_file_previous", c"",
+        "an absolute path (or empty for the default)",
+        "any",
+        "During a key rotation only: the replaced key file. A bucket missing under the new key is moved from its name under this one (SQLite; on Redis clients start afresh once).", |c, v| {
         c.key_file_previous = absolute(v)?;
         Ok(())
     }),
-    directive(c"ratelimit.key_fingerprint", c"", |c, v| {
+    directive(c"ratelimit.key_fingerprint", c"",
+        "empty or the key's 16 hex digits (phpinfo's \"Key fingerprint\")",
+        "any",
+        "Optional: the key every host must hold, as the 16 hex digits `phpinfo()` shows under \"Key fingerprint\". Another key is a `RateLimit\\Exception` on that host, before any store is asked.", |c, v| {
         c.key_fingerprint = match v.trim() {
             "" => None,
             hex => Some(short_fingerprint(hex).ok_or(Invalid(
@@ -47,11 +74,17 @@ pub const SHARED: [Directive; 12] = [
         };
         Ok(())
     }),
-    directive(c"ratelimit.limit", c"60", |c, v| {
+    directive(c"ratelimit.limit", c"60",
+        "an integer from 1 to 10^12",
+        "any",
+        "Default `$limit`: tokens per bucket.", |c, v| {
         c.limit = int_in(v, 1, MAX_LIMIT, "expected an integer from 1 to 10^12")?;
         Ok(())
     }),
-    directive(c"ratelimit.per", c"60", |c, v| {
+    directive(c"ratelimit.per", c"60",
+        "seconds from 0.001 to 10^9",
+        "any",
+        "Default `$per`: seconds to refill `$limit` tokens.", |c, v| {
         c.per_ms = seconds_ms(
             v,
             1,
@@ -60,11 +93,17 @@ pub const SHARED: [Directive; 12] = [
         )?;
         Ok(())
     }),
-    directive(c"ratelimit.inflight", c"0", |c, v| {
+    directive(c"ratelimit.inflight", c"0",
+        "an integer from 0 to 1000000",
+        "any",
+        "Default `$inflight`: live leases per subject and scope (0: no lease).", |c, v| {
         c.inflight = int_in(v, 0, 1_000_000, "expected an integer from 0 to 1000000")?;
         Ok(())
     }),
-    directive(c"ratelimit.lease_ttl", c"60", |c, v| {
+    directive(c"ratelimit.lease_ttl", c"60",
+        "seconds from 0.001 to 31536000",
+        "any",
+        "Seconds after which a lease that was never released expires (its worker was killed, say).", |c, v| {
         c.lease_ttl_ms = seconds_ms(
             v,
             1,
@@ -73,19 +112,31 @@ pub const SHARED: [Directive; 12] = [
         )?;
         Ok(())
     }),
-    directive(c"ratelimit.ipv6_prefix", c"64", |c, v| {
+    directive(c"ratelimit.ipv6_prefix", c"64",
+        "an integer from 0 to 128",
+        "any",
+        "IPv6 subjects are cut to this many bits before hashing: a client is limited per /64 by default.", |c, v| {
         c.ipv6_prefix = int_in(v, 0, 128, "expected an integer from 0 to 128")? as u8;
         Ok(())
     }),
-    directive(c"ratelimit.fail_open", c"0", |c, v| {
+    directive(c"ratelimit.fail_open", c"0",
+        "0 or 1 (also on/off, yes/no, true/false; empty is 0)",
+        "any",
+        "1: an \"unavailable\" decision is allowed (without a lease). 0: it is a denial. See failure modes.", |c, v| {
         c.fail_open = boolean(v)?;
         Ok(())
     }),
-    directive(c"ratelimit.dry_run", c"", |c, v| {
+    directive(c"ratelimit.dry_run", c"",
+        "empty, * or scopes (1 to 64 characters of [A-Za-z0-9_.:-]) separated by commas",
+        "any",
+        "Shadow mode: empty (off), `*` (every scope) or a list of scopes. Their `rate` and `inflight` denials are answered allowed with `dryRun` true (charged as for real: a denial takes nothing, gets no lease, sends no Retry-After), counted as `dry_run_denied`. \"unavailable\" stays unavailable (only `fail_open` admits it).", |c, v| {
         c.dry_run = DryRun::parse(v)?;
         Ok(())
     }),
-    directive(c"ratelimit.request_ttl", c"60", |c, v| {
+    directive(c"ratelimit.request_ttl", c"60",
+        "seconds from 0.001 to 31536000",
+        "any",
+        "Seconds an admission with a `$request_id` is remembered for its retries (with a lease, at least `ratelimit.lease_ttl`).", |c, v| {
         c.request_ttl_ms = seconds_ms(
             v,
             1,
@@ -95,7 +146,10 @@ pub const SHARED: [Directive; 12] = [
         Ok(())
     }),
     // 3: a client's usual retry budget (see core::request::DEFAULT_REPLAYS).
-    directive(c"ratelimit.request_replays", c"3", |c, v| {
+    directive(c"ratelimit.request_replays", c"3",
+        "an integer from 0 to 1000",
+        "any",
+        "How many times such an admission is replayed (answered again, taking nothing, `$replay` true; 0: never); after that, a retry is charged like any call.", |c, v| {
         c.request_replays = int_in(
             v,
             0,
@@ -153,15 +207,24 @@ impl DryRun {
 
 /// The directives of the SQLite backend.
 pub const SQLITE: [Directive; 3] = [
-    directive(c"ratelimit.db_path", c"", |c, v| {
+    directive(c"ratelimit.db_path", c"",
+        "an absolute path (or empty for the default)",
+        "sqlite (redis: the host's file)",
+        "The SQLite file every worker of the host shares, on a local file system (never NFS). Empty: `php-ratelimit.sqlite` in `<temp dir>/php-ratelimit-<euid>/` (created 0700). With `redis`: the file of the host's breaker (`<db_path>.breaker`) and of the local fallback.", |c, v| {
         c.sqlite.db_path = absolute(v)?;
         Ok(())
     }),
-    directive(c"ratelimit.busy_timeout_ms", c"100", |c, v| {
+    directive(c"ratelimit.busy_timeout_ms", c"100",
+        "milliseconds from 0 to 60000",
+        "sqlite",
+        "How long a decision waits for the database's write lock before it is \"unavailable\".", |c, v| {
         c.sqlite.busy_timeout_ms = int_in(v, 0, 60_000, "expected milliseconds from 0 to 60000")?;
         Ok(())
     }),
-    directive(c"ratelimit.max_entries", c"100000", |c, v| {
+    directive(c"ratelimit.max_entries", c"100000",
+        "an integer from 1 to 10^9",
+        "sqlite",
+        "Most buckets kept: beyond it drained buckets, then the least recently used bucket without a live lease, are dropped (counted as `evicted`). Redis does not use it: idle keys expire.", |c, v| {
         c.sqlite.max_entries = int_in(v, 1, 1_000_000_000, "expected an integer from 1 to 10^9")?;
         Ok(())
     }),
@@ -169,7 +232,10 @@ pub const SQLITE: [Directive; 3] = [
 
 /// The directives of the Redis backend (and of its breaker and fallback).
 pub const REDIS: [Directive; 10] = [
-    directive(c"ratelimit.backend", c"sqlite", |c, v| {
+    directive(c"ratelimit.backend", c"sqlite",
+        "sqlite or redis",
+        "any",
+        "Where the buckets live: `sqlite` (one file per host) or `redis` (one Redis or Redis Cluster for every host of a site).", |c, v| {
         c.backend = match v.trim() {
             "sqlite" => Backend::Sqlite,
             "redis" => Backend::Redis,
@@ -180,12 +246,18 @@ pub const REDIS: [Directive; 10] = [
     directive(
         c"ratelimit.redis_url",
         c"redis://127.0.0.1:6379/0",
+        "a redis://, rediss:// or unix:// URL",
+        "redis",
+        "The Redis server: `redis://[user:password@]host:port/db`, `rediss://` for TLS (roots from the system or `SSL_CERT_FILE`), `unix:///path/redis.sock`. Never shown in a warning.",
         |c, v| {
             c.redis.url = redis_url(v)?;
             Ok(())
         },
     ),
-    directive(c"ratelimit.redis_cluster", c"", |c, v| {
+    directive(c"ratelimit.redis_cluster", c"",
+        "empty, or seed nodes separated by commas, each a redis://, rediss:// or unix:// URL",
+        "redis",
+        "Seed nodes of a Redis Cluster; not empty: cluster mode (`redis_url` unused).", |c, v| {
         c.redis.cluster = v
             .split(',')
             .map(str::trim)
@@ -194,7 +266,10 @@ pub const REDIS: [Directive; 10] = [
             .collect::<Result<_, _>>()?;
         Ok(())
     }),
-    directive(c"ratelimit.redis_prefix", c"rl:", |c, v| {
+    directive(c"ratelimit.redis_prefix", c"rl:",
+        "1 to 64 printable characters, without spaces or braces",
+        "redis",
+        "Put before every key, so that several sites can share one Redis.", |c, v| {
         let ok = (1..=64).contains(&v.len())
             && v.bytes()
                 .all(|b| b.is_ascii_graphic() && b != b'{' && b != b'}');
@@ -206,11 +281,17 @@ pub const REDIS: [Directive; 10] = [
         c.redis.prefix = v.to_string();
         Ok(())
     }),
-    directive(c"ratelimit.redis_timeout_ms", c"50", |c, v| {
+    directive(c"ratelimit.redis_timeout_ms", c"50",
+        "milliseconds from 1 to 60000",
+        "redis",
+        "The most one call waits for Redis, connecting, writing and reading together; then \"unavailable\" (or the local fallback).", |c, v| {
         c.redis.timeout_ms = int_in(v, 1, 60_000, "expected milliseconds from 1 to 60000")?;
         Ok(())
     }),
-    directive(c"ratelimit.redis_fallback", c"none", |c, v| {
+    directive(c"ratelimit.redis_fallback", c"none",
+        "none or local",
+        "redis",
+        "While Redis is unavailable: `none` (\"unavailable\", then `fail_open`) or `local` (decide with this host's SQLite file at `db_path`: the limit becomes per host).", |c, v| {
         c.redis.fallback = match v.trim() {
             // php.ini reads the bare word `none` as an empty string.
             "" | "none" => Fallback::None,
@@ -219,21 +300,33 @@ pub const REDIS: [Directive; 10] = [
         };
         Ok(())
     }),
-    directive(c"ratelimit.redis_allow_eviction", c"0", |c, v| {
+    directive(c"ratelimit.redis_allow_eviction", c"0",
+        "0 or 1 (also on/off, yes/no, true/false; empty is 0)",
+        "redis",
+        "1: decide also on a Redis whose `maxmemory-policy` evicts keys (every bucket has a time to live, so `volatile-*` policies evict them too: a silently reset limit). 0: such a server is a `RateLimit\\Exception` on every call.", |c, v| {
         c.redis.allow_eviction = boolean(v)?;
         Ok(())
     }),
-    directive(c"ratelimit.redis_breaker_failures", c"5", |c, v| {
+    directive(c"ratelimit.redis_breaker_failures", c"5",
+        "an integer from 1 to 1000000",
+        "redis",
+        "Redis failures within `redis_breaker_window_ms` that open the host's breaker (calls then skip Redis).", |c, v| {
         c.redis.breaker.failures =
             int_in(v, 1, 1_000_000, "expected an integer from 1 to 1000000")?;
         Ok(())
     }),
-    directive(c"ratelimit.redis_breaker_window_ms", c"10000", |c, v| {
+    directive(c"ratelimit.redis_breaker_window_ms", c"10000",
+        "milliseconds from 1 to 3600000",
+        "redis",
+        "The window of `redis_breaker_failures`.", |c, v| {
         c.redis.breaker.window_ms =
             int_in(v, 1, 3_600_000, "expected milliseconds from 1 to 3600000")?;
         Ok(())
     }),
-    directive(c"ratelimit.redis_breaker_retry_ms", c"1000", |c, v| {
+    directive(c"ratelimit.redis_breaker_retry_ms", c"1000",
+        "milliseconds from 1 to 3600000",
+        "redis",
+        "How long the breaker stays open before one probe per host is let through.", |c, v| {
         c.redis.breaker.retry_ms =
             int_in(v, 1, 3_600_000, "expected milliseconds from 1 to 3600000")?;
         Ok(())
@@ -288,6 +381,48 @@ fn redis_url(v: &str) -> Result<String, Invalid> {
 /// Every directive.
 pub fn directives() -> impl Iterator<Item = &'static Directive> {
     SHARED.iter().chain(SQLITE.iter()).chain(REDIS.iter())
+}
+
+/// The reference table of every directive (Markdown), as docs/configuration.md holds it between
+/// its markers.
+pub fn reference_markdown() -> String {
+    let mut out = String::from("| directive | default | accepts | backend | what it does |\n| --- | --- | --- | --- | --- |\n");
+    for d in directives() {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            d.name.to_str().expect("names are ASCII"),
+            shown_default(d),
+            d.accepts.replace('*', "\\*"),
+            d.backend,
+            d.doc
+        ));
+    }
+    out
+}
+
+/// The directive table of `stubs/ratelimit.stub.php` (the lines of its doc comment between its
+/// markers). The default is quoted, as php-tests/stub_matches_reflection.phpt reads it to
+/// compare it with the loaded extension's.
+pub fn stub_table() -> String {
+    let mut out =
+        String::from(" * | directive | default | accepts | what it does |\n * |---|---|---|---|\n");
+    for d in directives() {
+        out.push_str(&format!(
+            " * | {} | \"{}\" | {} | {} |\n",
+            d.name.to_str().expect("names are ASCII"),
+            d.default.to_str().expect("defaults are ASCII"),
+            d.accepts,
+            d.doc
+        ));
+    }
+    out
+}
+
+fn shown_default(d: &Directive) -> String {
+    match d.default.to_str().expect("defaults are ASCII") {
+        "" => "(empty)".to_string(),
+        v => format!("`{v}`"),
+    }
 }
 
 /// Where the buckets live (`ratelimit.backend`).

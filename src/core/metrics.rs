@@ -144,7 +144,7 @@ const COUNTERS: [(&str, &str); 11] = [
 /// The breaker gauge's help: its values are those of [`BreakerState::gauge`].
 const BREAKER_HELP: &str = "The host's breaker in front of the primary store: 0 closed (or none), 1 half-open (one probe let through), 2 open (the primary is not asked).";
 
-/// Every metric family, in the order they are written: (name, type). The README lists them.
+/// Every metric family, in the order they are written: (name, type). docs/operations.md lists them.
 pub const NAMES: [(&str, Kind); 16] = [
     ("ratelimit_info", Kind::Gauge),
     ("ratelimit_decisions_total", Kind::Counter),

@@ -1,6 +1,6 @@
 <?php
-// The README's request-id example (section Use), run as it is written: the block between the
-// README markers is the README's, with `limit: 10, per: 60` as `limit: 3, per: 86400` (so that
+// The request-id example of docs/usage.md, run as it is written: the block between the
+// README markers is that page's, with `limit: 10, per: 60` as `limit: 3, per: 86400` (so that
 // no token comes back during the test); php-tests/fpm/run test 12 checks that they agree.
 // ?u=subject&work_ms=N. The work, place_order(), is recorded in $RL_TMP/orders-<md5(u)>.json
 // under flock: how many times it ran ("runs") and the most that ran at once ("max").

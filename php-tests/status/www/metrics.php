@@ -1,5 +1,5 @@
 <?php
-// A Prometheus scrape endpoint (README, "Operating it"): serve it to the scraper only.
+// A Prometheus scrape endpoint (docs/operations.md, "Metrics"): serve it to the scraper only.
 try {
     $text = ratelimit_metrics();
 } catch (RateLimit\Exception $e) {

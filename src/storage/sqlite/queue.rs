@@ -5,7 +5,7 @@
 //! sleeps and retries, see [`super::busy`]). With more FPM workers than cores, pollers wake to
 //! find the lock still taken and steal CPU from its holder. A futex queues waiters in the
 //! kernel instead: each sleeps until the holder unlocks, and then exactly one wakes. Measured
-//! with 8 processes admitting on one subject on 2 cores (README, "Speed"): p99 62-107 us
+//! with 8 processes admitting on one subject on 2 cores (CONTRIBUTING.md, "Speed"): p99 62-107 us
 //! against 457-644 us polling, at the same throughput.
 //!
 //! **It is only an optimisation.** SQLite's own lock still decides who writes: every
