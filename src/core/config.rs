@@ -611,12 +611,7 @@ impl Config {
         match std::str::from_utf8(raw) {
             Ok(value) => Config::applied(current, name, value),
             Err(_) => {
-                let mut next = current.map_or_else(Config::defaults, |c| Config::clone(c));
-                let result = next.refuse(name, Invalid("expected UTF-8 text"));
-                match current {
-                    Some(c) if **c == next => (Arc::clone(c), result),
-                    _ => (Arc::new(next), result),
-                }
+                Config::changed_by(current, |c| c.refuse(name, Invalid("expected UTF-8 text")))
             }
         }
     }
@@ -630,8 +625,16 @@ impl Config {
         name: &str,
         value: &str,
     ) -> (Arc<Config>, Result<(), Invalid>) {
+        Config::changed_by(current, |c| c.apply(name, value))
+    }
+
+    /// `current` changed by `change`, or `current` itself when that changed nothing.
+    fn changed_by(
+        current: Option<&Arc<Config>>,
+        change: impl FnOnce(&mut Config) -> Result<(), Invalid>,
+    ) -> (Arc<Config>, Result<(), Invalid>) {
         let mut next = current.map_or_else(Config::defaults, |c| Config::clone(c));
-        let result = next.apply(name, value);
+        let result = change(&mut next);
         let next = match current {
             Some(c) if **c == next => Arc::clone(c),
             _ => Arc::new(next),

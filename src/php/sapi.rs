@@ -31,16 +31,12 @@ pub fn install(module_type: c_int) {
         let Some(module) = ext_php_rs_sapi_module().as_mut() else {
             return;
         };
-        let ours: Deactivate = deactivate;
-        if module
-            .deactivate
-            .is_some_and(|current| ptr::fn_addr_eq(current, ours))
-        {
+        if hooked(module) {
             return; // started again in the same process (the hook is already ours)
         }
         let previous = module.deactivate.map_or(ptr::null_mut(), |f| f as *mut ());
         PREVIOUS.store(previous, Ordering::Release);
-        module.deactivate = Some(ours);
+        module.deactivate = Some(deactivate);
     }
 }
 
@@ -52,15 +48,19 @@ pub fn uninstall() {
         let Some(module) = ext_php_rs_sapi_module().as_mut() else {
             return;
         };
-        let ours: Deactivate = deactivate;
-        if module
-            .deactivate
-            .is_some_and(|current| ptr::fn_addr_eq(current, ours))
-        {
+        if hooked(module) {
             module.deactivate = previous();
             PREVIOUS.store(ptr::null_mut(), Ordering::Release);
         }
     }
+}
+
+/// Whether `module`'s deactivate handler is ours.
+fn hooked(module: &ext_php_rs::ffi::sapi_module_struct) -> bool {
+    let ours: Deactivate = deactivate;
+    module
+        .deactivate
+        .is_some_and(|current| ptr::fn_addr_eq(current, ours))
 }
 
 fn previous() -> Option<Deactivate> {

@@ -238,7 +238,7 @@ impl<T: SharedLayout> Drop for Mapping<T> {
 unsafe impl<T: SharedLayout> Send for Mapping<T> {}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -294,7 +294,8 @@ mod tests {
     // SAFETY: atomics only.
     unsafe impl SharedLayout for Pages {}
 
-    fn truncate(path: &Path, len: u64) {
+    /// Cuts (or extends) the file at `path` to `len` bytes, as `truncate -s` does.
+    pub(crate) fn truncate(path: &Path, len: u64) {
         std::fs::OpenOptions::new()
             .write(true)
             .open(path)

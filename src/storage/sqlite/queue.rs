@@ -519,6 +519,7 @@ fn monotonic_after(d: Duration) -> libc::timespec {
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::storage::statefile::tests::truncate;
     use std::io::{BufRead, BufReader};
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::process::{Child, Command, Stdio};
@@ -771,15 +772,6 @@ pub mod tests {
         std::fs::remove_file(&path).unwrap();
         let _new = Queue::open(&path).unwrap();
         assert!(!q.is_current());
-    }
-
-    fn truncate(path: &Path, len: u64) {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_len(len)
-            .unwrap();
     }
 
     fn took_it_again(status: std::process::ExitStatus) {
