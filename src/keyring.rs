@@ -9,7 +9,7 @@ use crate::core::keyswitch::{self, Action, Conflict, Fingerprint, Held, KeyRecor
 use crate::core::subject::{fingerprint, BucketKey, Pseudonym, Pseudonymizer};
 use crate::keyfile::{self, KeyError};
 use crate::opslog::{Event, OpsLog};
-use crate::storage::{ErrorKind, Store, StoreError};
+use crate::storage::{Counters, ErrorKind, Store, StoreError, StoreExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -167,7 +167,12 @@ impl KeyRing {
 
     /// At most once per [`CHECK_EVERY`]: re-reads a replaced key file, and settles with the
     /// store which key is in use.
-    pub fn check(&mut self, store: &mut dyn Store, log: &OpsLog) -> Result<(), StoreError> {
+    pub fn check(
+        &mut self,
+        store: &mut dyn Store,
+        carry: &mut Counters,
+        log: &OpsLog,
+    ) -> Result<(), StoreError> {
         if self.checked_at.is_some_and(|t| t.elapsed() < CHECK_EVERY) {
             return Ok(());
         }
@@ -185,7 +190,7 @@ impl KeyRing {
                     "the database's key record keeps changing",
                 ));
             }
-            let recorded = match store.key_record() {
+            let recorded = match store.key_record(carry) {
                 Ok(r) => r,
                 // The key the last check settled with the store, its file unchanged since, stays
                 // in use while the store cannot be asked: on a Cluster the master holding the
@@ -227,7 +232,7 @@ impl KeyRing {
                         since_ms,
                     };
                     let expected = recorded.as_ref().map(|r| r.fingerprint);
-                    if store.record_key(&new, expected.as_ref())? {
+                    if store.record_key(&new, expected.as_ref(), carry)? {
                         match (&recorded, previous) {
                             (Some(_), Some(_)) => log.note(Event::KeyChanged, &place),
                             // Over a younger key (a stray host's, into a store that had lost
@@ -240,7 +245,7 @@ impl KeyRing {
                             // Stamped by the store: read back what it wrote (a failure only
                             // delays settling to the next check).
                             keyswitch::STAMP_NOW => store
-                                .key_record()
+                                .key_record(carry)
                                 .ok()
                                 .flatten()
                                 .filter(|r| r.fingerprint == self.current.fingerprint)
@@ -371,7 +376,11 @@ mod tests {
         }
 
         fn check(&mut self) -> Result<(), StoreError> {
-            self.ring.check(self.store.as_mut(), &OpsLog::none())
+            self.ring.check(
+                self.store.as_mut(),
+                &mut Counters::default(),
+                &OpsLog::none(),
+            )
         }
 
         /// The next check asks the store, which fails with `kind`.
@@ -412,7 +421,9 @@ mod tests {
         // Both at one path: the record names the other's path (one file system cannot).
         t.fake.0.borrow_mut().key.as_mut().unwrap().path = its_path.display().to_string();
         let mut store = t.fake.boxed();
-        let e = other.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        let e = other
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Misconfigured);
         assert!(e.what().contains("container-2"), "{}", e.what());
         // The first keeps its key: nothing was recorded over it.
@@ -447,7 +458,9 @@ mod tests {
         let mut fresh = KeyRing::load(&t.dir.path().join("key"), true, None).unwrap();
         fresh.host = t.ring.host.clone();
         let mut store = t.fake.boxed();
-        fresh.check(store.as_mut(), &OpsLog::none()).unwrap();
+        fresh
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap();
         // The old process, told its key was replaced, reads its file again and agrees.
         due(&mut t.ring);
         t.check().unwrap();
@@ -463,10 +476,14 @@ mod tests {
         std::fs::copy(t.dir.path().join("key"), &its_path).unwrap();
         let mut other = other_ring(&its_path, "host-2");
         let mut store = t.fake.boxed();
-        other.check(store.as_mut(), &OpsLog::none()).unwrap();
+        other
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap();
         replace_key(&its_path);
         due(&mut other);
-        other.check(store.as_mut(), &OpsLog::none()).unwrap();
+        other
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap();
         due(&mut t.ring);
         let e = t.check().unwrap_err();
         assert!(e.what().contains("replaced"), "{}", e.what());
@@ -483,17 +500,23 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         let mut stray = other_ring(&elsewhere.path().join("stray"), "stray-host");
         let mut store = t.fake.boxed();
-        assert!(stray.check(store.as_mut(), &OpsLog::none()).is_err());
+        assert!(stray
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .is_err());
         // FLUSHALL, and the stray's next call comes first.
         std::thread::sleep(Duration::from_millis(5));
         t.fake.0.borrow_mut().key = None;
         due(&mut stray);
-        stray.check(store.as_mut(), &OpsLog::none()).unwrap();
+        stray
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap();
         due(&mut t.ring);
         t.check().unwrap();
         assert_eq!(t.fake.0.borrow().key.as_ref().unwrap().fingerprint, ours);
         due(&mut stray);
-        let e = stray.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        let e = stray
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Misconfigured);
         // And it stays so: the settled ring keeps its key.
         due(&mut t.ring);
@@ -525,7 +548,9 @@ mod tests {
         replace_key(&path);
         let mut store = t.fake.boxed();
         ring.checked_at = None;
-        let e = ring.check(store.as_mut(), &OpsLog::none()).unwrap_err();
+        let e = ring
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Misconfigured);
         assert!(e.what().contains("pins"), "{}", e.what());
     }
@@ -545,14 +570,17 @@ mod tests {
         std::os::unix::fs::symlink(&first, &link).unwrap();
         let mut store = t.fake.boxed();
         let mut ring = KeyRing::load(&link, false, None).unwrap();
-        ring.check(store.as_mut(), &OpsLog::none()).unwrap();
+        ring.check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap();
         std::thread::sleep(Duration::from_millis(20));
         // `ln -sfn older.key link`, then the pool restarted: no process saw the change.
         let tmp = t.dir.path().join("link.tmp");
         std::os::unix::fs::symlink(&older, &tmp).unwrap();
         std::fs::rename(&tmp, &link).unwrap();
         let mut fresh = KeyRing::load(&link, false, None).unwrap();
-        fresh.check(store.as_mut(), &OpsLog::none()).unwrap();
+        fresh
+            .check(store.as_mut(), &mut Counters::default(), &OpsLog::none())
+            .unwrap();
         assert_eq!(
             t.fake.0.borrow().key.as_ref().unwrap().fingerprint,
             fresh.current.fingerprint

@@ -18,7 +18,7 @@ use crate::core::request::{Kind, Limit, Terms};
 use crate::core::subject::{normalise, BucketKey};
 use crate::keyring::KeyRing;
 use crate::opslog::{Event, OpsLog};
-use crate::storage::{Acquired, AcquiredAll, BucketView, Store, StoreError};
+use crate::storage::{Acquired, AcquiredAll, Answer, BucketView, Store, StoreError, StoreExt};
 use std::sync::Arc;
 
 /// The settings the limiter applies to every call.
@@ -48,8 +48,9 @@ pub struct Limiter {
     store: Box<dyn Store>,
     keys: KeyRing,
     settings: Settings,
-    /// Counts the store could not write yet (the call that made them failed); the next
-    /// successful step writes them, so each is counted once.
+    /// Counts not written yet (the step that made them failed, or a layer of the store added
+    /// them): handed down with every step, and cleared by the store that writes them, so each
+    /// is counted once.
     unwritten: Counters,
     /// Leases taken during the current request and not yet released, oldest first; at most
     /// [`MAX_HELD`].
@@ -79,12 +80,11 @@ impl Limiter {
             self.log.note(Event::StorageUnavailable, e.what());
             self.failing = Some(e.what().to_string());
         }
-        e.is_transient() || e.kind().is_storage_fault()
+        e.kind().answer() == Answer::Unavailable
     }
 
-    /// A step succeeded: what it carried is written, and a fault, if any, is over.
+    /// A step succeeded: a fault, if any, is over.
     fn succeeded(&mut self) {
-        self.unwritten = Counters::default();
         if let Some(what) = self.failing.take() {
             self.log.note(Event::StorageRecovered, &what);
         }
@@ -99,7 +99,8 @@ impl Limiter {
     /// The key is the store's (checked at most once a second), then where `subject` lives. A
     /// fault of the store met while checking is the call's, answered as the call's would be.
     fn key_for(&mut self, scope: &str, subject: &[u8]) -> Result<BucketKey, StoreError> {
-        self.keys.check(self.store.as_mut(), &self.log)?;
+        self.keys
+            .check(self.store.as_mut(), &mut self.unwritten, &self.log)?;
         Ok(self.key(scope, subject))
     }
 
@@ -137,7 +138,7 @@ impl Limiter {
                 };
                 let terms = Terms::of(Kind::Acquire, &[limit], ask.max_inflight);
                 ask.request = self.request(scope, subject, request_id, terms);
-                self.store.acquire(&key, &ask, ttl, &self.unwritten)
+                self.store.acquire(&key, &ask, ttl, &mut self.unwritten)
             }
             Err(e) => Err(e),
         };
@@ -231,7 +232,10 @@ impl Limiter {
             a.dry_run = self.settings.dry_run.covers(scope);
             a.request = None;
         }
-        let result = match self.keys.check(self.store.as_mut(), &self.log) {
+        let result = match self
+            .keys
+            .check(self.store.as_mut(), &mut self.unwritten, &self.log)
+        {
             Ok(()) => {
                 let keys: Vec<BucketKey> = scopes.iter().map(|s| self.key(s, subject)).collect();
                 let limits: Vec<Limit<'_>> = scopes
@@ -245,7 +249,8 @@ impl Limiter {
                     .collect();
                 let terms = Terms::of(Kind::AcquireAll, &limits, asks[0].max_inflight);
                 asks[0].request = self.request(scopes[0], subject, request_id, terms);
-                self.store.acquire_all(&keys, &asks, ttl, &self.unwritten)
+                self.store
+                    .acquire_all(&keys, &asks, ttl, &mut self.unwritten)
             }
             Err(e) => Err(e),
         };
@@ -267,7 +272,7 @@ impl Limiter {
         policy: &Policy,
     ) -> Result<Verdict, StoreError> {
         let result = match self.key_for(scope, subject) {
-            Ok(key) => self.store.peek(&key, policy),
+            Ok(key) => self.store.peek(&key, policy, &mut self.unwritten),
             Err(e) => Err(e),
         };
         match result {
@@ -282,7 +287,7 @@ impl Limiter {
     pub fn release(&mut self, token: &LeaseToken) -> Result<bool, StoreError> {
         match self
             .store
-            .release(std::slice::from_ref(token), &self.unwritten)
+            .release(std::slice::from_ref(token), &mut self.unwritten)
         {
             Ok(freed) => {
                 self.succeeded();
@@ -297,21 +302,21 @@ impl Limiter {
     /// Forgets a bucket and its leases.
     pub fn reset(&mut self, subject: &[u8], scope: &str) -> Result<bool, StoreError> {
         let key = self.key_for(scope, subject)?;
-        let forgot = self.store.reset(&key, &self.unwritten)?;
+        let forgot = self.store.reset(&key, &mut self.unwritten)?;
         self.succeeded();
         Ok(forgot)
     }
 
     /// The shared counters, with the counts this process could not write yet.
     pub fn stats(&mut self) -> Result<Stats, StoreError> {
-        let mut s = self.store.stats()?;
+        let mut s = self.store.stats(&mut self.unwritten)?;
         s.counters.add(&self.unwritten);
         Ok(s)
     }
 
     /// The pressure view: the `n` buckets with the most denials (see [`Store::top`]).
     pub fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
-        self.store.top(n)
+        self.store.top(n, &mut self.unwritten)
     }
 
     /// The request is over: releases what it still holds, and returns how many of those were
@@ -321,21 +326,19 @@ impl Limiter {
         let held = std::mem::take(&mut self.held);
         let mut freed = 0;
         if !held.is_empty() {
-            if let Ok(n) = self.store.release(&held, &self.unwritten) {
+            if let Ok(n) = self.store.release(&held, &mut self.unwritten) {
                 self.succeeded();
                 freed = n;
             }
         }
-        self.store.tick();
+        self.store.tick(&mut self.unwritten);
         freed
     }
 
     /// The process is ending: writes what is still held back. Best effort.
     pub fn shutdown(&mut self) {
         self.end_request();
-        if self.store.flush(&self.unwritten).is_ok() {
-            self.unwritten = Counters::default();
-        }
+        let _ = self.store.flush(&mut self.unwritten);
     }
 
     /// Leases the current request holds.
@@ -350,7 +353,7 @@ mod tests {
     //! stores themselves are tested on real backends, in tests/.)
     use super::*;
     use crate::core::lease::LeaseId;
-    use crate::storage::ErrorKind;
+    use crate::storage::{ErrorKind, Query, Reply};
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -381,11 +384,11 @@ mod tests {
             LeaseId(id)
         }
 
-        fn step(&self, unwritten: &Counters) -> Result<(), StoreError> {
+        fn step(&self, carry: &mut Counters) -> Result<(), StoreError> {
             let mut s = self.0.borrow_mut();
-            s.seen.push(*unwritten);
+            s.seen.push(*carry);
             if s.faults.is_empty() {
-                s.written.add(unwritten);
+                s.written.add(&std::mem::take(carry));
                 Ok(())
             } else {
                 Err(StoreError::new(s.faults.remove(0), "fake"))
@@ -406,9 +409,9 @@ mod tests {
             key: &BucketKey,
             ask: &Ask,
             _: u64,
-            unwritten: &Counters,
+            carry: &mut Counters,
         ) -> Result<Acquired, StoreError> {
-            self.step(unwritten)?;
+            self.step(carry)?;
             self.0.borrow_mut().asks.push(*ask);
             let replay = self.0.borrow().replay;
             let lease = (ask.max_inflight > 0 && !replay).then(|| LeaseToken {
@@ -424,9 +427,9 @@ mod tests {
             keys: &[BucketKey],
             asks: &[Ask],
             _: u64,
-            unwritten: &Counters,
+            carry: &mut Counters,
         ) -> Result<crate::storage::AcquiredAll, StoreError> {
-            self.step(unwritten)?;
+            self.step(carry)?;
             self.0.borrow_mut().asks.extend_from_slice(asks);
             let lease = (asks[0].max_inflight > 0).then(|| LeaseToken {
                 id: self.next_lease(),
@@ -440,36 +443,39 @@ mod tests {
                 lease,
             })
         }
-        fn peek(&mut self, _: &BucketKey, _: &Policy) -> Result<Verdict, StoreError> {
-            self.step(&Counters::default())?;
+        fn peek(
+            &mut self,
+            _: &BucketKey,
+            _: &Policy,
+            _: &mut Counters,
+        ) -> Result<Verdict, StoreError> {
+            self.step(&mut Counters::default())?;
             Ok(allowed(None).verdict)
         }
-        fn release(&mut self, l: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
-            self.step(unwritten)?;
+        fn release(&mut self, l: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+            self.step(carry)?;
             self.0.borrow_mut().released.extend_from_slice(l);
             Ok(l.len() as u64)
         }
-        fn reset(&mut self, _: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
-            self.step(unwritten)?;
+        fn reset(&mut self, _: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+            self.step(carry)?;
             Ok(true)
         }
-        fn key_record(&mut self) -> Result<Option<crate::core::keyswitch::KeyRecord>, StoreError> {
-            Ok(None)
-        }
-        fn record_key(
-            &mut self,
-            _: &crate::core::keyswitch::KeyRecord,
-            _: Option<&crate::core::keyswitch::Fingerprint>,
-        ) -> Result<bool, StoreError> {
-            Ok(true)
-        }
-        fn top(&mut self, _: usize) -> Result<Vec<BucketView>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn stats(&mut self) -> Result<Stats, StoreError> {
-            Ok(Stats {
-                counters: self.0.borrow().written,
-                ..Stats::default()
+        fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+            Ok(match q {
+                Query::KeyRecord => Reply::KeyRecord(None),
+                Query::RecordKey(..) => Reply::Recorded(true),
+                Query::Top(_) => Reply::Top(Vec::new()),
+                Query::Stats => Reply::Stats(Stats {
+                    counters: self.0.borrow().written,
+                    ..Stats::default()
+                }),
+                Query::Flush => {
+                    self.step(carry)?;
+                    Reply::Done
+                }
+                Query::AddDenials(_) | Query::Tick => Reply::Done,
+                Query::RefillEpoch => Reply::Epoch(crate::storage::RefillEpoch::Untracked),
             })
         }
     }

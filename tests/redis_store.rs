@@ -4,16 +4,19 @@
 //!
 //! The servers are started by the test command (`./run-tests`, with `scripts/redis start`),
 //! which passes their addresses in `RL_REDIS_URL` and `RL_REDIS_CLUSTER`. Without them these
-//! tests fail, saying so: they are never skipped silently.
+//! tests fail, saying so: they are never skipped silently. They need the `redis-servers` feature
+//! (`./run-tests 1` turns it on), so that `cargo test` alone passes on a machine without them.
+
+#![cfg(feature = "redis-servers")]
 
 mod conformance;
 
-use conformance::{ask, key, Backend, ManualClock, NONE, T0};
+use conformance::{ask, key, none, Backend, ManualClock, T0};
 use proptest::prelude::*;
 use ratelimit::core::keyswitch::{KeyRecord, STAMP_NOW};
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
-use ratelimit::storage::{system_clock, Clock, ErrorKind, Store};
+use ratelimit::storage::{system_clock, Clock, ErrorKind, KeyRecords, Reports, Store};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn env(name: &str) -> String {
@@ -251,7 +254,7 @@ fn decisions_use_the_servers_clock_without_a_host_clock() {
     let r = Redis::single();
     let mut s = r.store(None);
     let a = ask(2, 60_000, 0);
-    let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
     assert!(v.allowed);
     assert_eq!(v.remaining, 1);
     // The server's time, not the manual clock's: a bucket stamped now, near the wall clock.
@@ -276,7 +279,7 @@ fn every_key_of_a_subject_carries_its_group_as_hash_tag() {
     let r = Redis::single();
     let clock = ManualClock::at(T0);
     let mut s = r.store(Some(clock.clock()));
-    s.acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
+    s.acquire(&key(1), &ask(5, 1_000, 1), 60_000, &mut none())
         .unwrap();
     let client = redis::Client::open(r.url.clone()).unwrap();
     let mut c = client.get_connection().unwrap();
@@ -308,7 +311,7 @@ fn an_unreachable_server_is_an_error_within_the_timeout() {
     let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
     let t0 = std::time::Instant::now();
     let e = s
-        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
         .unwrap_err();
     assert!(e.is_transient(), "{e}");
     assert_eq!(e.kind(), ErrorKind::Unreachable);
@@ -331,7 +334,7 @@ fn a_database_the_server_does_not_have_is_a_misconfiguration_not_an_outage() {
     let mut s = store_at(|u| format!("{}/9999", u.trim_end_matches("/0")));
     for _ in 0..3 {
         let e = s
-            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
     }
@@ -352,7 +355,7 @@ fn a_user_without_the_permission_to_run_scripts_is_a_misconfiguration() {
         .unwrap();
     let mut s = store_at(|u| u.replacen("redis://", &format!("redis://{user}:pw@"), 1));
     let e = s
-        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
         .unwrap_err();
     let _: () = redis::cmd("ACL")
         .arg(&["DELUSER", &user])
@@ -467,7 +470,7 @@ fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
     let server = OwnServer::start(dir.path(), &["--maxmemory-policy", "volatile-lru"]);
     let mut s = server.store();
     let e = s
-        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
     assert!(
@@ -477,7 +480,7 @@ fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
     let mut accepting = server.store().allowing_eviction();
     assert!(
         accepting
-            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed
@@ -492,7 +495,7 @@ fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
         .query(&mut admin)
         .unwrap();
     assert!(
-        s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed
@@ -521,7 +524,7 @@ fn a_silent_first_seed_of_a_cluster_leaves_time_to_ask_the_next() {
     let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
     let t0 = std::time::Instant::now();
     let a = s
-        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+        .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
         .unwrap();
     let took = t0.elapsed();
     assert!(a.verdict.allowed, "{a:?}");
@@ -546,7 +549,7 @@ fn a_silent_cluster_costs_each_call_at_most_its_budget() {
     for _ in 0..3 {
         let t0 = std::time::Instant::now();
         let e = s
-            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
             .unwrap_err();
         let took = t0.elapsed();
         assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
@@ -573,7 +576,7 @@ fn counts_are_batched_and_none_is_lost() {
     let mut s = batched();
     let a = ask(1, 3_600_000, 0);
     for _ in 0..3 {
-        s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+        s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     }
     let seen = |n: &mut RedisStore| {
         let c = n.stats().unwrap().counters;
@@ -583,9 +586,9 @@ fn counts_are_batched_and_none_is_lost() {
     assert_eq!(seen(&mut other), (0, 0), "held back for up to a second");
     assert_eq!(seen(&mut s), (1, 2), "a process sees its own at once");
     clock.set(T0 + 1_000);
-    s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     assert_eq!(seen(&mut other), (1, 3), "added once a second");
-    s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     drop(s);
     assert_eq!(seen(&mut other), (1, 4), "and at the end");
 }
@@ -607,16 +610,16 @@ fn a_damaged_bucket_is_a_denial_then_refills_from_empty() {
         .query(&mut c)
         .unwrap();
     let a = ask(5, 1_000, 0);
-    let e = s.acquire(&key(1), &a, 60_000, &NONE).unwrap_err();
+    let e = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
     assert!(e.kind().is_storage_fault());
-    let v = s.peek(&key(1), &a.policy).unwrap();
+    let v = s.peek(&key(1), &a.policy, &mut none()).unwrap();
     assert_eq!((v.allowed, v.remaining), (false, 0), "empty, not full");
     clock.set(T0 + 200);
-    let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
     assert!(v.allowed, "one token earned in 200 ms");
     assert!(
-        !s.acquire(&key(1), &a, 60_000, &NONE)
+        !s.acquire(&key(1), &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed

@@ -3,13 +3,14 @@
 
 mod conformance;
 
-use conformance::{ask, key, with_request, Backend, ManualClock, T0};
+use conformance::{ask, key, none, with_request, Backend, ManualClock, T0};
 use ratelimit::core::counters::Counters;
 use ratelimit::core::decision::Reason;
 use ratelimit::core::decision::Source;
-use ratelimit::storage::denycache::DenyCache;
+use ratelimit::storage::denycache::{Denials, DenyCache};
 use ratelimit::storage::sqlite::SqliteStore;
-use ratelimit::storage::{Clock, ErrorKind, Store};
+use ratelimit::storage::{Batching, Clock, ErrorKind, Reports, Store};
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -52,7 +53,7 @@ fn acquire(
     inflight: u64,
 ) -> ratelimit::storage::Acquired {
     clock.set(t);
-    s.acquire(&key(k), &ask(limit, per_ms, inflight), 60_000, &NONE)
+    s.acquire(&key(k), &ask(limit, per_ms, inflight), 60_000, &mut none())
         .unwrap()
 }
 
@@ -89,8 +90,14 @@ fn the_least_recently_used_bucket_is_evicted_when_none_is_drained() {
     // key 2 went (a peek finds it full again); key 1, used more recently, is still empty.
     clock.set(T0 + 4_000);
     let policy = ask(1, hour, 0).policy;
-    assert_eq!(s.peek(&key(2), &policy).unwrap().reason, Reason::Ok);
-    assert_eq!(s.peek(&key(1), &policy).unwrap().reason, Reason::Rate);
+    assert_eq!(
+        s.peek(&key(2), &policy, &mut none()).unwrap().reason,
+        Reason::Ok
+    );
+    assert_eq!(
+        s.peek(&key(1), &policy, &mut none()).unwrap().reason,
+        Reason::Rate
+    );
 }
 
 #[test]
@@ -142,7 +149,7 @@ fn busy_storage_is_an_error_within_the_timeout_and_writes_nothing() {
         unavailable: 1,
         ..NONE
     };
-    let r = s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &carried);
+    let r = s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut carried.clone());
     let waited = started.elapsed();
     assert!(
         r.as_ref().is_err_and(|e| e.kind() == ErrorKind::Busy),
@@ -226,7 +233,7 @@ fn the_clock_is_read_once_the_write_lock_is_held() {
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let released = std::thread::scope(|scope| {
         let waiter = scope.spawn(|| {
-            s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &NONE)
+            s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
                 .unwrap();
         });
         std::thread::sleep(Duration::from_millis(100));
@@ -275,7 +282,7 @@ fn drained_buckets_anywhere_go_before_any_bucket_in_debt() {
     let mut debts = 0;
     for i in 0..4_999u32 {
         let per = if in_debt(i) { hour } else { 1_000 };
-        s.acquire(&subject(i), &ask(1, per, 0), 60_000, &NONE)
+        s.acquire(&subject(i), &ask(1, per, 0), 60_000, &mut none())
             .unwrap();
         debts += u32::from(in_debt(i));
     }
@@ -283,7 +290,12 @@ fn drained_buckets_anywhere_go_before_any_bucket_in_debt() {
     clock.set(T0 + 2_000); // the fast ones are full again: drained
     for i in 0..1_500u32 {
         let a = s
-            .acquire(&subject(1_000_000 + i), &ask(1, hour, 0), 60_000, &NONE)
+            .acquire(
+                &subject(1_000_000 + i),
+                &ask(1, hour, 0),
+                60_000,
+                &mut none(),
+            )
             .unwrap();
         assert!(a.verdict.allowed);
     }
@@ -293,7 +305,7 @@ fn drained_buckets_anywhere_go_before_any_bucket_in_debt() {
     let policy = ask(1, hour, 0).policy;
     let kept = (0..4_999u32)
         .filter(|&i| in_debt(i))
-        .filter(|&i| s.peek(&subject(i), &policy).unwrap().reason == Reason::Rate)
+        .filter(|&i| s.peek(&subject(i), &policy, &mut none()).unwrap().reason == Reason::Rate)
         .count();
     assert_eq!(kept, 3_499, "every debt is kept");
 }
@@ -317,7 +329,7 @@ fn with_no_drained_bucket_left_the_least_recently_used_goes() {
     clock.set(T0 + 1_500);
     let reasons: Vec<_> = [1, 2, 4, 5]
         .iter()
-        .map(|&k| s.peek(&key(k), &policy).unwrap().reason)
+        .map(|&k| s.peek(&key(k), &policy, &mut none()).unwrap().reason)
         .collect();
     assert_eq!(
         reasons,
@@ -339,31 +351,31 @@ fn a_released_lease_lowers_the_drain_floor() {
         k
     };
     for i in 0..99 {
-        s.acquire(&many(i), &ask(1, hour, 0), 60_000, &NONE)
+        s.acquire(&many(i), &ask(1, hour, 0), 60_000, &mut none())
             .unwrap(); // in debt for an hour
     }
     // The most recently used: full again at T0 + 200, but leased for a minute.
     clock.set(T0 + 100);
     let lease = s
-        .acquire(&key(1), &ask(10, 1_000, 1), 60_000, &NONE)
+        .acquire(&key(1), &ask(10, 1_000, 1), 60_000, &mut none())
         .unwrap()
         .lease
         .unwrap();
     // Nothing is drained at T0 + 200 (key 1 holds a lease): one bucket in debt must go.
     clock.set(T0 + 200);
-    s.acquire(&many(1_000), &ask(1, hour, 0), 60_000, &NONE)
+    s.acquire(&many(1_000), &ask(1, hour, 0), 60_000, &mut none())
         .unwrap();
     assert_eq!(s.stats().unwrap().counters.evicted, 1);
     clock.set(T0 + 300);
-    assert_eq!(s.release(&[lease], &NONE).unwrap(), 1);
+    assert_eq!(s.release(&[lease], &mut none()).unwrap(), 1);
     // Key 1 is drained now: the next new subject drops it, and no other bucket in debt.
     clock.set(T0 + 400);
-    s.acquire(&many(1_001), &ask(1, hour, 0), 60_000, &NONE)
+    s.acquire(&many(1_001), &ask(1, hour, 0), 60_000, &mut none())
         .unwrap();
     let st = s.stats().unwrap();
     assert_eq!((st.counters.evicted, st.entries), (1, 100));
     assert_eq!(
-        s.peek(&key(1), &ask(10, 1_000, 0).policy)
+        s.peek(&key(1), &ask(10, 1_000, 0).policy, &mut none())
             .unwrap()
             .remaining,
         10
@@ -400,7 +412,7 @@ fn a_denial_is_decided_while_another_writer_holds_the_lock() {
     );
     // An allowed decision still needs the lock: busy now (seen by a store with a short budget).
     let mut quick = open(&f.path, 10, &clock);
-    let other = quick.acquire(&key(2), &ask(1, 3_600_000, 0), 60_000, &NONE);
+    let other = quick.acquire(&key(2), &ask(1, 3_600_000, 0), 60_000, &mut none());
     assert!(other.is_err_and(|e| e.kind() == ErrorKind::Busy));
     holder.execute_batch("COMMIT").unwrap();
 }
@@ -416,27 +428,36 @@ fn denials_and_retries_in_progress_with_request_ids_need_no_write() {
     let mut s = SqliteStore::open(&f.path, 5_000, 1_000, clock.clock()).unwrap();
     let a = |id: u8| with_request(ask(1, 3_600_000, 0), id, 60_000);
     assert!(s
-        .acquire(&key(1), &a(1), 60_000, &NONE)
+        .acquire(&key(1), &a(1), 60_000, &mut none())
         .unwrap()
         .verdict
         .took());
     // After an admission this process goes to the write lock first; a denial sends it back
     // to snapshots.
-    let v = s.acquire(&key(1), &a(2), 60_000, &NONE).unwrap().verdict;
+    let v = s
+        .acquire(&key(1), &a(2), 60_000, &mut none())
+        .unwrap()
+        .verdict;
     assert_eq!(v.reason, Reason::Rate);
     let held = with_request(ask(5, 3_600_000, 1), 9, 60_000);
-    let first = s.acquire(&key(2), &held, 60_000, &NONE).unwrap();
+    let first = s.acquire(&key(2), &held, 60_000, &mut none()).unwrap();
     assert!(first.lease.is_some());
-    let v = s.acquire(&key(2), &held, 60_000, &NONE).unwrap().verdict;
+    let v = s
+        .acquire(&key(2), &held, 60_000, &mut none())
+        .unwrap()
+        .verdict;
     assert_eq!(v.reason, Reason::InProgress);
     let holder = rusqlite::Connection::open(&f.path).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let started = Instant::now();
     for id in 10..60 {
-        let v = s.acquire(&key(1), &a(id), 60_000, &NONE).unwrap().verdict;
+        let v = s
+            .acquire(&key(1), &a(id), 60_000, &mut none())
+            .unwrap()
+            .verdict;
         assert_eq!((v.allowed, v.reason), (false, Reason::Rate));
     }
-    let r = s.acquire(&key(2), &held, 60_000, &NONE).unwrap();
+    let r = s.acquire(&key(2), &held, 60_000, &mut none()).unwrap();
     assert_eq!((r.verdict.reason, r.lease), (Reason::InProgress, None));
     // 51 calls that each waited for the lock would take 51 x 5 s.
     assert!(
@@ -446,12 +467,12 @@ fn denials_and_retries_in_progress_with_request_ids_need_no_write() {
     );
     // A replay needs the lock: busy for a store with a short budget.
     let mut quick = open(&f.path, 10, &clock);
-    let replay = quick.acquire(&key(1), &a(1), 60_000, &NONE);
+    let replay = quick.acquire(&key(1), &a(1), 60_000, &mut none());
     assert!(replay.is_err_and(|e| e.kind() == ErrorKind::Busy));
     holder.execute_batch("COMMIT").unwrap();
-    let r = quick.acquire(&key(1), &a(1), 60_000, &NONE).unwrap();
+    let r = quick.acquire(&key(1), &a(1), 60_000, &mut none()).unwrap();
     assert!(r.verdict.replay && r.verdict.allowed);
-    s.flush(&NONE).unwrap();
+    s.flush(&mut none()).unwrap();
     let c = quick.stats().unwrap().counters;
     assert_eq!(
         (c.allowed, c.denied_rate, c.denied_in_progress, c.retries),
@@ -485,7 +506,7 @@ fn counts_of_snapshot_denials_are_written_later_and_none_is_lost() {
     acquire(&mut s, &clock, T0, 2, 1, 3_600_000, 0); // a write carries them
     assert_eq!(observer.stats().unwrap().counters.denied_rate, 6);
     acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0);
-    s.flush(&NONE).unwrap();
+    s.flush(&mut none()).unwrap();
     let c = observer.stats().unwrap().counters;
     assert_eq!((c.allowed, c.denied_rate), (2, 7));
 }
@@ -500,7 +521,7 @@ fn remembered_requests_are_bounded_by_max_entries() {
         clock.set(T0 + i64::from(n));
         let a = with_request(ask(1_000, 60_000, 0), n, 60_000);
         assert!(s
-            .acquire(&key(1), &a, 60_000, &NONE)
+            .acquire(&key(1), &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .took());
@@ -508,12 +529,22 @@ fn remembered_requests_are_bounded_by_max_entries() {
     // The newest is remembered, the oldest forgotten.
     let newest = with_request(ask(1_000, 60_000, 0), 149, 60_000);
     let oldest = with_request(ask(1_000, 60_000, 0), 0, 60_000);
-    let before = s.peek(&key(1), &newest.policy).unwrap().remaining;
-    s.acquire(&key(1), &newest, 60_000, &NONE).unwrap();
-    assert_eq!(s.peek(&key(1), &newest.policy).unwrap().remaining, before);
-    s.acquire(&key(1), &oldest, 60_000, &NONE).unwrap();
+    let before = s
+        .peek(&key(1), &newest.policy, &mut none())
+        .unwrap()
+        .remaining;
+    s.acquire(&key(1), &newest, 60_000, &mut none()).unwrap();
     assert_eq!(
-        s.peek(&key(1), &newest.policy).unwrap().remaining,
+        s.peek(&key(1), &newest.policy, &mut none())
+            .unwrap()
+            .remaining,
+        before
+    );
+    s.acquire(&key(1), &oldest, 60_000, &mut none()).unwrap();
+    assert_eq!(
+        s.peek(&key(1), &newest.policy, &mut none())
+            .unwrap()
+            .remaining,
         before - 1
     );
     assert_eq!(s.stats().unwrap().counters.retries, 1);
@@ -528,16 +559,16 @@ fn a_request_whose_lease_is_live_is_never_dropped_to_make_room() {
     let mut s = open(&f.path, 3, &clock);
     let first = with_request(ask(10, 60_000, 2), 7, 60_000);
     assert!(s
-        .acquire(&key(1), &first, 60_000, &NONE)
+        .acquire(&key(1), &first, 60_000, &mut none())
         .unwrap()
         .verdict
         .took());
     for n in 10..30u8 {
         clock.set(T0 + i64::from(n));
         let other = with_request(ask(10, 60_000, 0), n, 600_000);
-        s.acquire(&key(n), &other, 60_000, &NONE).unwrap();
+        s.acquire(&key(n), &other, 60_000, &mut none()).unwrap();
     }
-    let again = s.acquire(&key(1), &first, 60_000, &NONE).unwrap();
+    let again = s.acquire(&key(1), &first, 60_000, &mut none()).unwrap();
     assert_eq!(
         (
             again.verdict.allowed,
@@ -562,7 +593,7 @@ fn snapshot_denials_go_into_their_bucket_or_once_into_the_totals() {
         acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0); // from snapshots, held back
     }
     assert_eq!(other.top(5).unwrap()[0].denied_rate, 1, "not written yet");
-    s.flush(&NONE).unwrap();
+    s.flush(&mut none()).unwrap();
     let v = other.top(5).unwrap();
     assert_eq!(
         (v.len(), v[0].bucket, v[0].denied_rate),
@@ -571,8 +602,8 @@ fn snapshot_denials_go_into_their_bucket_or_once_into_the_totals() {
     for _ in 0..3 {
         acquire(&mut s, &clock, T0, 1, 1, 3_600_000, 0);
     }
-    assert!(other.reset(&key(1), &NONE).unwrap());
-    s.flush(&NONE).unwrap();
+    assert!(other.reset(&key(1), &mut none()).unwrap());
+    s.flush(&mut none()).unwrap();
     assert!(other.top(5).unwrap().is_empty());
     let c = other.stats().unwrap().counters;
     assert_eq!((c.allowed, c.denied_rate), (1, 8));
@@ -580,13 +611,17 @@ fn snapshot_denials_go_into_their_bucket_or_once_into_the_totals() {
 
 /// A worker's store as php-fpm opens it: SQLite behind the worker's deny cache.
 fn cached(path: &Path, max_entries: u64, clock: &ManualClock) -> DenyCache {
-    DenyCache::new(Box::new(open(path, max_entries, clock)), clock.clock())
+    DenyCache::new(
+        Box::new(open(path, max_entries, clock)),
+        clock.clock(),
+        Denials::InBuckets,
+    )
 }
 
 fn decide(s: &mut DenyCache, clock: &ManualClock, t: i64, k: u8) -> (bool, Source) {
     clock.set(t);
     let a = s
-        .acquire(&key(k), &ask(1, 60_000, 0), 60_000, &NONE)
+        .acquire(&key(k), &ask(1, 60_000, 0), 60_000, &mut none())
         .unwrap();
     (a.verdict.allowed, a.verdict.source)
 }
@@ -599,7 +634,7 @@ fn a_reset_by_another_process_ends_the_denials_of_every_deny_cache() {
     assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
     assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::Store));
     assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::DenyCache));
-    assert!(b.reset(&key(1), &NONE).unwrap());
+    assert!(b.reset(&key(1), &mut none()).unwrap());
     assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
 }
 
@@ -611,7 +646,7 @@ fn a_reset_after_the_queue_file_was_truncated_and_made_anew_ends_the_denials_of_
     // One reset first: a's caches are made at a count of 1, which a count started afresh in a
     // new file reaches again with one reset.
     decide(&mut a, &clock, T0, 2);
-    assert!(b.reset(&key(2), &NONE).unwrap());
+    assert!(b.reset(&key(2), &mut none()).unwrap());
     assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
     assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::Store));
     assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::DenyCache));
@@ -626,7 +661,7 @@ fn a_reset_after_the_queue_file_was_truncated_and_made_anew_ends_the_denials_of_
     // b's next call finds it truncated (a fault, on private zeros) and opens it anew: a new
     // mutex and a count from 0, which b's reset brings to 1.
     decide(&mut b, &clock, T0, 3);
-    assert!(b.reset(&key(1), &NONE).unwrap());
+    assert!(b.reset(&key(1), &mut none()).unwrap());
     assert_eq!(decide(&mut a, &clock, T0, 1), (true, Source::Store));
 }
 
@@ -654,12 +689,13 @@ fn a_deny_cache_denial_is_counted_once_in_the_totals_and_its_bucket() {
         assert_eq!(decide(&mut a, &clock, T0, 1), (false, Source::DenyCache));
     }
     let counted = |s: &mut dyn Store| {
-        let st = s.stats().unwrap();
-        let top = s.top(1).unwrap();
+        // A stack answers these through its layers (StoreExt), a store itself (Reports).
+        let st = ratelimit::storage::StoreExt::stats(s, &mut none()).unwrap();
+        let top = ratelimit::storage::StoreExt::top(s, 1, &mut none()).unwrap();
         (st.counters.denied_rate, top[0].denied_rate)
     };
     assert_eq!(counted(&mut a), (4, 4));
-    a.flush(&NONE).unwrap();
+    ratelimit::storage::StoreExt::flush(&mut a, &mut none()).unwrap();
     let mut b = open(&f.path, 100, &clock);
     assert_eq!(counted(&mut b), (4, 4));
 }
@@ -688,8 +724,9 @@ fn workers_hammering_a_subject_at_its_limit_admit_exactly_the_limit() {
                                 SqliteStore::open(&path, 5_000, 1_000, clock.clock()).unwrap(),
                             ),
                             clock.clock(),
+                            Denials::InBuckets,
                         );
-                        w.acquire(&key(2), &ask(100, 3_600_000, 0), 60_000, &NONE)
+                        w.acquire(&key(2), &ask(100, 3_600_000, 0), 60_000, &mut none())
                             .unwrap();
                         w
                     };
@@ -697,7 +734,7 @@ fn workers_hammering_a_subject_at_its_limit_admit_exactly_the_limit() {
                     let (mut admitted, mut from_store, mut from_cache) = (0, 0, 0);
                     for _ in 0..500 {
                         let a = w
-                            .acquire(&key(1), &ask(100, 3_600_000, 0), 60_000, &NONE)
+                            .acquire(&key(1), &ask(100, 3_600_000, 0), 60_000, &mut none())
                             .unwrap();
                         match (a.verdict.allowed, a.verdict.source) {
                             (true, _) => admitted += 1,

@@ -41,6 +41,26 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// No counts (as `default()`, usable in a `const`).
+    pub const ZERO: Counters = Counters {
+        allowed: 0,
+        denied_rate: 0,
+        denied_inflight: 0,
+        denied_in_progress: 0,
+        unavailable: 0,
+        leases_expired: 0,
+        evicted: 0,
+        clock_regressions: 0,
+        keys_migrated: 0,
+        reopened: 0,
+        storage_errors: 0,
+        dry_run_denied: 0,
+        retries: 0,
+        redis_errors: 0,
+        fallback_switches: 0,
+        fallback_decisions: 0,
+    };
+
     /// Counts one decision under its reason.
     pub fn record(&mut self, reason: Reason) {
         match reason {

@@ -31,6 +31,17 @@ fn exception_ce() -> &'static ClassEntry {
     unsafe { EXCEPTION_CE.load(Ordering::Acquire).as_ref() }.unwrap_or_else(ce::exception)
 }
 
+impl From<crate::stack::OpenError> for Error {
+    fn from(e: crate::stack::OpenError) -> Self {
+        use crate::stack::OpenError;
+        match e {
+            OpenError::Store(e) => Error::Store(e),
+            OpenError::Key(e) => Error::Key(e),
+            OpenError::Untrusted(e) => Error::Untrusted(e),
+        }
+    }
+}
+
 impl Error {
     /// Throws the matching PHP exception. The caller returns right after.
     pub fn throw(self) {

@@ -469,7 +469,9 @@ extern "C" fn info(module: *mut ModuleEntry) {
         ext_php_rs::info_table_start!();
         ext_php_rs::info_table_row!("ratelimit support", "enabled");
         ext_php_rs::info_table_row!("Version", env!("CARGO_PKG_VERSION"));
-        ext_php_rs::info_table_row!("SQLite version", rusqlite::version());
+        for (name, value) in crate::stack::info() {
+            ext_php_rs::info_table_row!(name, value);
+        }
         ext_php_rs::info_table_row!("Database", db.display().to_string());
         ext_php_rs::info_table_row!("Key file", key.display().to_string());
         // Read here only (no store is opened): the value for ratelimit.key_fingerprint.

@@ -8,22 +8,16 @@
 //! Rust `thread_local!`, whose destructor runs after PHP freed the thread, too late to call PHP
 //! (the operations log writes through PHP's error log).
 
-use crate::core::config::{Backend, Config, Fallback};
-use crate::keyring::KeyRing;
-use crate::limiter::{Limiter, Settings};
+use crate::core::config::Config;
+use crate::limiter::Limiter;
 use crate::opslog::OpsLog;
 use crate::php::error::Error;
-use crate::storage::breaker::Breaker;
-use crate::storage::denycache::DenyCache;
-use crate::storage::fallback::{Fallback as FallbackStore, LocalStore};
-use crate::storage::hostbreaker::HostBreaker;
-use crate::storage::redis::{self, RedisSettings, RedisStore, Target};
-use crate::storage::sqlite::SqliteStore;
-use crate::storage::{system_clock, Clock, ErrorKind, Store, StoreError};
+use crate::stack::{self, Clocks, Place};
+use crate::storage::{ErrorKind, StoreError};
 use ext_php_rs::zend::{ModuleGlobal, ModuleGlobals};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
@@ -112,134 +106,22 @@ pub fn with<T>(
                     std::mem::forget(old);
                 }
             }
-            let (tmp, euid) = (temp_dir(), crate::trust::euid());
-            if config.sqlite.db_path.is_empty() {
-                crate::trust::private_dir(&Config::default_dir(&tmp, euid))
-                    .map_err(Error::Untrusted)?;
-            }
-            let db_path = config.db_path(&tmp, euid);
-            if config.backend == Backend::Redis && config.key_file.is_empty() {
-                // A default key made next to each host's database would give each host its own
-                // pseudonyms: one limit silently split in as many.
-                return Err(Error::Store(StoreError::new(
-                    ErrorKind::Misconfigured,
-                    "ratelimit.key_file must be set with ratelimit.backend=redis (every host must use the same key)",
-                )));
-            }
-            let (key_path, create) = config.key_path(&tmp, euid);
-            let previous = (!config.key_file_previous.is_empty())
-                .then(|| PathBuf::from(&config.key_file_previous));
-            let keys = KeyRing::load(&key_path, create, previous.as_deref())
-                .and_then(|k| k.pinned(config.key_fingerprint))
-                .map_err(Error::Key)?;
-            let clock = system_clock();
-            let log = OpsLog::new(super::ini::log_error, Arc::clone(&clock));
-            let store = open_store(config, &db_path, clock, &log)?;
-            let settings = Settings {
-                fail_open: config.fail_open,
-                lease_ttl_ms: config.lease_ttl_ms,
-                ipv6_prefix: config.ipv6_prefix,
-                dry_run: config.dry_run.clone(),
-                request_ttl_ms: config.request_ttl_ms,
-                request_replays: config.request_replays,
-            };
+            let clocks = Clocks::system();
+            let log = OpsLog::new(super::ini::log_error, Arc::clone(&clocks.wall));
+            let limiter = stack::limiter(config, &place(), &clocks, &log)?;
             *slot = Some(Worker {
                 process: process(),
                 config: Arc::clone(config),
-                limiter: Limiter::new(store, keys, settings, log),
+                limiter,
             });
         }
         f(&mut slot.as_mut().expect("opened above").limiter)
     })
-    .unwrap_or_else(|| Err(Error::Internal("ratelimit called from within itself".into())))
-}
-
-/// The store `config.backend` names, not connected yet (each connects on its first call).
-fn open_store(
-    config: &Config,
-    db_path: &Path,
-    clock: Clock,
-    log: &Arc<OpsLog>,
-) -> Result<Box<dyn Store>, Error> {
-    Ok(match config.backend {
-        // Repeated denials from the worker's deny cache: an attack costs no read of the file.
-        Backend::Sqlite => Box::new(DenyCache::new(
-            Box::new(SqliteStore::new(
-                db_path,
-                config.sqlite.busy_timeout_ms,
-                config.sqlite.max_entries,
-                clock,
-                Arc::clone(log),
-            )),
-            monotonic_clock(),
-        )),
-        Backend::Redis => {
-            let r = &config.redis;
-            let settings = RedisSettings {
-                target: Target::parse(&r.url, &r.cluster).map_err(Error::Store)?,
-                prefix: r.prefix.clone(),
-                timeout_ms: r.timeout_ms,
-                flush_ms: redis::FLUSH_MS,
-            };
-            let redis = RedisStore::new(settings, None, Arc::clone(&clock), Arc::clone(log));
-            let redis = Box::new(if r.allow_eviction {
-                redis.allowing_eviction()
-            } else {
-                redis
-            });
-            // The breaker's state is the host's: every worker reads it before asking Redis.
-            let shared =
-                HostBreaker::open(&HostBreaker::path_for(db_path)).map_err(Error::Store)?;
-            // A probe whose worker died frees its slot after twice the timeout.
-            let probe_ms = r.timeout_ms.saturating_mul(2).saturating_add(50);
-            let breaker = Breaker::new(
-                redis,
-                shared,
-                r.breaker,
-                probe_ms,
-                Arc::clone(&clock),
-                Arc::clone(log),
-            );
-            // With a local fallback, its "deciding with the local fallback" is the one line of
-            // a switch.
-            let breaker = Box::new(match r.fallback {
-                Fallback::None => breaker,
-                Fallback::Local => breaker.opening_logged_above(),
-            });
-            let local: Option<LocalStore> = match r.fallback {
-                Fallback::None => None,
-                Fallback::Local => {
-                    let (db, busy, max) = (
-                        db_path.to_path_buf(),
-                        config.sqlite.busy_timeout_ms,
-                        config.sqlite.max_entries,
-                    );
-                    let (clock, log) = (Arc::clone(&clock), Arc::clone(log));
-                    Some(Box::new(move || {
-                        Ok(Box::new(SqliteStore::new(
-                            &db,
-                            busy,
-                            max,
-                            Arc::clone(&clock),
-                            Arc::clone(&log),
-                        )) as Box<dyn Store>)
-                    }))
-                }
-            };
-            let fallback = Box::new(
-                FallbackStore::new(breaker, local, Arc::clone(log))
-                    .pause_after_failure(monotonic_clock(), r.timeout_ms),
-            );
-            Box::new(DenyCache::new(fallback, monotonic_clock()))
-        }
+    .unwrap_or_else(|| {
+        Err(Error::Internal(
+            "ratelimit called from within itself".into(),
+        ))
     })
-}
-
-/// Milliseconds since this process first asked: a clock that never steps back, for the deny
-/// cache's deadlines.
-fn monotonic_clock() -> Clock {
-    let start = std::time::Instant::now();
-    Arc::new(move || start.elapsed().as_millis().min(i64::MAX as u128) as i64)
 }
 
 /// At the end of a logical request (request shutdown, the SAPI's deactivate hook,
@@ -267,8 +149,16 @@ fn shutdown(worker: Option<Worker>) {
     }
 }
 
+/// Where this process's files are when the configuration does not say.
+fn place() -> Place {
+    Place {
+        temp_dir: temp_dir(),
+        euid: crate::trust::euid(),
+    }
+}
+
 /// The database and key paths for phpinfo(), without opening anything.
 pub fn paths(config: &Config) -> (PathBuf, PathBuf) {
-    let (tmp, euid) = (temp_dir(), crate::trust::euid());
-    (config.db_path(&tmp, euid), config.key_path(&tmp, euid).0)
+    let place = place();
+    (place.db_path(config), place.key_path(config).0)
 }

@@ -17,16 +17,15 @@
 //! (`dry_run`: their denials are answered allowed, and so must be counted by the store), calls
 //! with a request id (their answer is remembered by the store), decisions not made by the
 //! store itself (a fallback's). A local denial has source [`Source::DenyCache`], `remaining`
-//! 0, the rest of R as `retry_after_ms`, and is counted as `denied_rate`, passed down in
-//! `unwritten` with the next call and cleared when that succeeds.
+//! 0, the rest of R as `retry_after_ms`, and is counted as `denied_rate`: in the carried counts
+//! (see [`Store`]), or, for a store whose totals are the sums of its buckets' counts
+//! ([`Denials::InBuckets`]), in the bucket alone.
 
 use super::{
-    Acquired, AcquiredAll, BucketView, Clock, Counters, RefillEpoch, Stats, Store, StoreError,
+    Acquired, AcquiredAll, Clock, Counters, Query, RefillEpoch, Reply, Store, StoreError, StoreExt,
 };
-use crate::core::breaker::BreakerState;
 use crate::core::bucket::Policy;
 use crate::core::decision::{Ask, Reason, Source, Verdict};
-use crate::core::keyswitch::{Fingerprint, KeyRecord};
 use crate::core::lease::LeaseToken;
 use crate::core::subject::{BucketKey, Pseudonym};
 use std::collections::HashMap;
@@ -45,11 +44,22 @@ struct Entry {
     sent: i64,
 }
 
+/// Where the store counts a deny cache's denials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denials {
+    /// In the shared totals (carried down as `denied_rate`), and in the buckets' own counts
+    /// for the pressure view, sent at most once a second (Redis).
+    InTotals,
+    /// In the buckets' counts alone, which the store's totals are the sums of (SQLite): also
+    /// carried down, each would count twice.
+    InBuckets,
+}
+
 pub struct DenyCache {
     inner: Box<dyn Store>,
     clock: Clock,
+    denials: Denials,
     entries: HashMap<Pseudonym, Entry>,
-    held: Counters,
     /// Local denials per bucket, not yet added to the store's own counts (for the pressure
     /// view), and when they last were: at most once a second, at `top` and at the end.
     denied: HashMap<Pseudonym, (BucketKey, u64)>,
@@ -63,12 +73,12 @@ const DENIALS_EVERY_MS: i64 = 1_000;
 
 impl DenyCache {
     /// `clock`: monotonic milliseconds (only differences are used).
-    pub fn new(inner: Box<dyn Store>, clock: Clock) -> Self {
+    pub fn new(inner: Box<dyn Store>, clock: Clock, denials: Denials) -> Self {
         Self {
             inner,
             clock,
+            denials,
             entries: HashMap::new(),
-            held: Counters::default(),
             denied: HashMap::new(),
             denials_sent: 0,
             epoch: RefillEpoch::Untracked,
@@ -78,8 +88,8 @@ impl DenyCache {
     /// Whether the entries may be used now: the store's epoch is checked first, and entries
     /// made before a bucket got tokens back other than by refill (another process's reset, an
     /// eviction, a rebuilt file) are dropped. A store that cannot tell now gets no caching.
-    fn usable(&mut self) -> bool {
-        let now = self.inner.refill_epoch();
+    fn usable(&mut self, carry: &mut Counters) -> bool {
+        let now = self.inner.refill_epoch(carry);
         if now != self.epoch {
             self.entries.clear();
             self.epoch = now;
@@ -157,32 +167,40 @@ impl DenyCache {
         );
     }
 
-    /// `unwritten` with the held counts.
-    fn carried(&self, unwritten: &Counters) -> Counters {
-        let mut c = *unwritten;
-        c.add(&self.held);
-        c
+    /// Counts a local denial of `key`'s bucket where the store wants it.
+    fn count(&mut self, key: &BucketKey, carry: &mut Counters) {
+        let bucket = BucketKey {
+            previous: None,
+            ..*key
+        };
+        match self.denials {
+            // Counted there alone, at once (the store only notes them).
+            Denials::InBuckets => {
+                let _ = self.inner.add_denials(&[(bucket, 1)], carry);
+            }
+            Denials::InTotals => {
+                carry.record(Reason::Rate);
+                self.denied.entry(key.bucket).or_insert((bucket, 0)).1 += 1;
+                if self.denied.len() >= MAX_ENTRIES {
+                    self.send_denials(true, carry);
+                    self.denied.clear();
+                }
+            }
+        }
     }
 
     /// Adds the local denials to their buckets in the store, when due (`force`: now). Kept
     /// for the next try when the store fails; best effort, like the view it feeds.
-    fn send_denials(&mut self, force: bool) {
+    fn send_denials(&mut self, force: bool, carry: &mut Counters) {
         let now = (self.clock)();
         if self.denied.is_empty() || (!force && now - self.denials_sent < DENIALS_EVERY_MS) {
             return;
         }
         self.denials_sent = now;
         let batch: Vec<(BucketKey, u64)> = self.denied.values().copied().collect();
-        if self.inner.add_denials(&batch).is_ok() {
+        if self.inner.add_denials(&batch, carry).is_ok() {
             self.denied.clear();
         }
-    }
-
-    fn settle<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
-        if r.is_ok() {
-            self.held = Counters::default();
-        }
-        r
     }
 }
 
@@ -192,36 +210,20 @@ impl Store for DenyCache {
         key: &BucketKey,
         ask: &Ask,
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
         let sent = (self.clock)();
-        let cacheable = Self::cacheable(ask) && self.usable();
+        let cacheable = Self::cacheable(ask) && self.usable(carry);
         if cacheable {
             if let Some(verdict) = self.lookup(key, ask, sent) {
-                let bucket = BucketKey {
-                    previous: None,
-                    ..*key
-                };
-                if self.inner.counts_denials_in_buckets() {
-                    // Counted there alone, at once (it only notes them).
-                    let _ = self.inner.add_denials(&[(bucket, 1)]);
-                } else {
-                    self.held.record(Reason::Rate);
-                    self.denied.entry(key.bucket).or_insert((bucket, 0)).1 += 1;
-                    if self.denied.len() >= MAX_ENTRIES {
-                        self.send_denials(true);
-                        self.denied.clear();
-                    }
-                }
+                self.count(key, carry);
                 return Ok(Acquired {
                     verdict,
                     lease: None,
                 });
             }
         }
-        let carried = self.carried(unwritten);
-        let r = self.inner.acquire(key, ask, lease_ttl_ms, &carried);
-        let a = self.settle(r)?;
+        let a = self.inner.acquire(key, ask, lease_ttl_ms, carry)?;
         if cacheable {
             self.remember(key, ask, &a.verdict, sent);
         }
@@ -235,79 +237,38 @@ impl Store for DenyCache {
         keys: &[BucketKey],
         asks: &[Ask],
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
-        let carried = self.carried(unwritten);
-        let r = self.inner.acquire_all(keys, asks, lease_ttl_ms, &carried);
-        self.settle(r)
+        self.inner.acquire_all(keys, asks, lease_ttl_ms, carry)
     }
 
-    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
-        self.inner.peek(key, policy)
-    }
-
-    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
-        let carried = self.carried(unwritten);
-        let r = self.inner.release(leases, &carried);
-        self.settle(r)
-    }
-
-    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
-        self.entries.remove(&key.bucket);
-        let carried = self.carried(unwritten);
-        let r = self.inner.reset(key, &carried);
-        self.settle(r)
-    }
-
-    fn stats(&mut self) -> Result<Stats, StoreError> {
-        let mut s = self.inner.stats()?;
-        s.counters.add(&self.held);
-        Ok(s)
-    }
-
-    fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
-        self.send_denials(true);
-        self.inner.top(n)
-    }
-
-    fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
-        self.inner.key_record()
-    }
-
-    fn record_key(
+    fn peek(
         &mut self,
-        new: &KeyRecord,
-        expected: Option<&Fingerprint>,
-    ) -> Result<bool, StoreError> {
-        self.inner.record_key(new, expected)
+        key: &BucketKey,
+        policy: &Policy,
+        carry: &mut Counters,
+    ) -> Result<Verdict, StoreError> {
+        self.inner.peek(key, policy, carry)
     }
 
-    fn tick(&mut self) {
-        self.send_denials(false);
-        self.inner.tick();
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+        self.inner.release(leases, carry)
     }
 
-    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
-        self.send_denials(true);
-        let carried = self.carried(unwritten);
-        let r = self.inner.flush(&carried);
-        self.settle(r)
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+        self.entries.remove(&key.bucket);
+        self.inner.reset(key, carry)
     }
 
-    fn breaker(&mut self) -> Option<BreakerState> {
-        self.inner.breaker()
-    }
-
-    fn counts_denials_in_buckets(&self) -> bool {
-        self.inner.counts_denials_in_buckets()
-    }
-
-    fn refill_epoch(&mut self) -> RefillEpoch {
-        self.inner.refill_epoch()
-    }
-
-    fn take_openings(&mut self) -> u64 {
-        self.inner.take_openings()
+    /// The local denials go to their buckets before the pressure view is read (now), at the
+    /// end of a request (when due) and at the end of the process (now).
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+        match q {
+            Query::Top(_) | Query::Flush => self.send_denials(true, carry),
+            Query::Tick => self.send_denials(false, carry),
+            _ => {}
+        }
+        self.inner.serve(q, carry)
     }
 }
 
@@ -327,19 +288,34 @@ mod tests {
         time: Manual,
         store: Fake,
         cache: DenyCache,
+        /// The limiter's counts not written yet.
+        carry: Counters,
     }
 
     fn setup() -> T {
         let time = Manual::at(10_000);
         let store = Fake::new(time.clock());
-        let cache = DenyCache::new(store.boxed(), time.clock());
-        T { time, store, cache }
+        let cache = DenyCache::new(store.boxed(), time.clock(), Denials::InTotals);
+        T {
+            time,
+            store,
+            cache,
+            carry: Counters::default(),
+        }
     }
 
     fn acquire(t: &mut T, a: &Ask) -> Acquired {
-        t.cache
-            .acquire(&key(1), a, 60_000, &Counters::default())
+        t.cache.acquire(&key(1), a, 60_000, &mut t.carry).unwrap()
+    }
+
+    /// `ratelimit_stats()`: the store's, with the counts not written yet.
+    fn stats(t: &mut T) -> Counters {
+        let mut s = (&mut t.cache as &mut dyn Store)
+            .stats(&mut t.carry)
             .unwrap()
+            .counters;
+        s.add(&t.carry);
+        s
     }
 
     /// Empties the bucket (2 tokens) and gets the store's denial: wait 1000 ms for 1 token.
@@ -386,7 +362,7 @@ mod tests {
         let mut t = setup();
         let all = |t: &mut T| {
             t.cache
-                .acquire_all(&[key(1)], &[ask(2)], 60_000, &Counters::default())
+                .acquire_all(&[key(1)], &[ask(2)], 60_000, &mut t.carry)
                 .unwrap()
         };
         all(&mut t);
@@ -442,44 +418,36 @@ mod tests {
                 k: &BucketKey,
                 a: &Ask,
                 l: u64,
-                u: &Counters,
+                c: &mut Counters,
             ) -> Result<Acquired, StoreError> {
                 self.1.set(10_300);
-                self.0.acquire(k, a, l, u)
+                self.0.acquire(k, a, l, c)
             }
             fn acquire_all(
                 &mut self,
                 k: &[BucketKey],
                 a: &[Ask],
                 l: u64,
-                u: &Counters,
+                c: &mut Counters,
             ) -> Result<AcquiredAll, StoreError> {
-                self.0.acquire_all(k, a, l, u)
+                self.0.acquire_all(k, a, l, c)
             }
-            fn peek(&mut self, k: &BucketKey, p: &Policy) -> Result<Verdict, StoreError> {
-                self.0.peek(k, p)
-            }
-            fn release(&mut self, l: &[LeaseToken], u: &Counters) -> Result<u64, StoreError> {
-                self.0.release(l, u)
-            }
-            fn reset(&mut self, k: &BucketKey, u: &Counters) -> Result<bool, StoreError> {
-                self.0.reset(k, u)
-            }
-            fn stats(&mut self) -> Result<Stats, StoreError> {
-                self.0.stats()
-            }
-            fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
-                self.0.top(n)
-            }
-            fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
-                self.0.key_record()
-            }
-            fn record_key(
+            fn peek(
                 &mut self,
-                n: &KeyRecord,
-                e: Option<&Fingerprint>,
-            ) -> Result<bool, StoreError> {
-                self.0.record_key(n, e)
+                k: &BucketKey,
+                p: &Policy,
+                c: &mut Counters,
+            ) -> Result<Verdict, StoreError> {
+                self.0.peek(k, p, c)
+            }
+            fn release(&mut self, l: &[LeaseToken], c: &mut Counters) -> Result<u64, StoreError> {
+                self.0.release(l, c)
+            }
+            fn reset(&mut self, k: &BucketKey, c: &mut Counters) -> Result<bool, StoreError> {
+                self.0.reset(k, c)
+            }
+            fn serve(&mut self, q: Query<'_>, c: &mut Counters) -> Result<Reply, StoreError> {
+                self.0.serve(q, c)
             }
         }
         let mut cache = DenyCache::new(
@@ -488,14 +456,15 @@ mod tests {
                 Manual(std::sync::Arc::clone(&t.time.0)),
             )),
             t.time.clock(),
+            Denials::InTotals,
         );
         let d = cache
-            .acquire(&key(1), &ask(1), 60_000, &Counters::default())
+            .acquire(&key(1), &ask(1), 60_000, &mut Counters::default())
             .unwrap();
         assert_eq!(d.verdict.retry_after_ms, 700, "the store decided at 10300");
         t.time.set(10_700);
         let a = cache
-            .acquire(&key(1), &ask(1), 60_000, &Counters::default())
+            .acquire(&key(1), &ask(1), 60_000, &mut Counters::default())
             .unwrap();
         assert_eq!(
             a.verdict.source,
@@ -510,27 +479,23 @@ mod tests {
         denied(&mut t);
         acquire(&mut t, &ask(1));
         acquire(&mut t, &ask(1));
-        assert_eq!(
-            t.cache.stats().unwrap().counters.denied_rate,
-            3,
-            "counted before written"
-        );
+        assert_eq!(stats(&mut t).denied_rate, 3, "counted before written");
         assert_eq!(t.store.written().denied_rate, 1);
         t.time.set(11_000);
         acquire(&mut t, &ask(1));
         assert_eq!(t.store.written().denied_rate, 3, "written once");
-        assert_eq!(t.cache.stats().unwrap().counters.denied_rate, 3);
+        assert_eq!(stats(&mut t).denied_rate, 3);
     }
 
     #[test]
-    fn held_counts_stay_held_when_the_next_call_fails() {
+    fn carried_counts_stay_carried_when_the_next_call_fails() {
         let mut t = setup();
         denied(&mut t);
         acquire(&mut t, &ask(1));
         t.store.fail(Some(ErrorKind::Busy));
-        assert!(t.cache.reset(&key(2), &Counters::default()).is_err());
+        assert!(t.cache.reset(&key(2), &mut t.carry).is_err());
         t.store.fail(None);
-        t.cache.reset(&key(2), &Counters::default()).unwrap();
+        t.cache.reset(&key(2), &mut t.carry).unwrap();
         assert_eq!(t.store.written().denied_rate, 2);
     }
 
@@ -565,7 +530,7 @@ mod tests {
         denied(&mut t);
         let a = t
             .cache
-            .acquire(&key(2), &ask(1), 60_000, &Counters::default())
+            .acquire(&key(2), &ask(1), 60_000, &mut t.carry)
             .unwrap();
         assert_eq!((a.verdict.allowed, a.verdict.source), (true, Source::Store));
     }
@@ -632,7 +597,7 @@ mod tests {
     fn a_reset_through_the_cache_drops_the_bucket_entry() {
         let mut t = setup();
         denied(&mut t);
-        assert!(t.cache.reset(&key(1), &Counters::default()).unwrap());
+        assert!(t.cache.reset(&key(1), &mut t.carry).unwrap());
         assert!(acquire(&mut t, &ask(1)).verdict.allowed);
     }
 

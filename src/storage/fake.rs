@@ -4,8 +4,8 @@
 //! `unwritten`, and fails with a given [`ErrorKind`] while told to.
 
 use super::{
-    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, RefillEpoch, Stats, Store,
-    StoreError,
+    Acquired, AcquiredAll, Batching, BucketView, Clock, Counters, ErrorKind, KeyRecords, Query,
+    RefillEpoch, RefillWatch, Reply, Reports, Stats, Store, StoreError,
 };
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::decision::{self, Ask, Request};
@@ -124,14 +124,20 @@ impl Fake {
         self.0.borrow().written
     }
 
-    fn step(&self, unwritten: &Counters) -> Result<(), StoreError> {
+    /// One call: fails while told to, else writes the carried counts (and clears them).
+    fn step(&self, carry: &mut Counters) -> Result<(), StoreError> {
         let mut s = self.0.borrow_mut();
         s.calls += 1;
         if let Some(kind) = s.fail {
             return Err(StoreError::new(kind, "fake store failing"));
         }
-        s.written.add(unwritten);
+        s.written.add(&std::mem::take(carry));
         Ok(())
+    }
+
+    /// A call that writes nothing.
+    fn read(&self) -> Result<(), StoreError> {
+        self.step(&mut Counters::default())
     }
 }
 
@@ -165,9 +171,9 @@ impl Store for Fake {
         key: &BucketKey,
         ask: &Ask,
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
-        self.step(unwritten)?;
+        self.step(carry)?;
         let now = (self.1)();
         let mut s = self.0.borrow_mut();
         let slots = s.live_slots(&key.bucket, now);
@@ -216,9 +222,9 @@ impl Store for Fake {
         keys: &[BucketKey],
         asks: &[Ask],
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
-        self.step(unwritten)?;
+        self.step(carry)?;
         let now = (self.1)();
         let mut s = self.0.borrow_mut();
         let slots = s.live_slots(&keys[0].bucket, now);
@@ -274,8 +280,13 @@ impl Store for Fake {
         })
     }
 
-    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<decision::Verdict, StoreError> {
-        self.step(&Counters::default())?;
+    fn peek(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        _: &mut Counters,
+    ) -> Result<decision::Verdict, StoreError> {
+        self.read()?;
         let now = (self.1)();
         Ok(decision::peek(
             self.0.borrow().buckets.get(&key.bucket).copied(),
@@ -284,23 +295,29 @@ impl Store for Fake {
         ))
     }
 
-    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
-        self.step(unwritten)?;
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+        self.step(carry)?;
         let mut s = self.0.borrow_mut();
         let before = s.leases.len();
         s.leases.retain(|l| !leases.iter().any(|t| t.id == l.0));
         Ok((before - s.leases.len()) as u64)
     }
 
-    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
-        self.step(unwritten)?;
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+        self.step(carry)?;
         let mut s = self.0.borrow_mut();
         s.leases.retain(|l| l.1 != key.bucket);
         Ok(s.buckets.remove(&key.bucket).is_some())
     }
 
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+        super::answer(self, q, carry)
+    }
+}
+
+impl Reports for Fake {
     fn stats(&mut self) -> Result<Stats, StoreError> {
-        self.step(&Counters::default())?;
+        self.read()?;
         let s = self.0.borrow();
         Ok(Stats {
             counters: s.written,
@@ -311,16 +328,20 @@ impl Store for Fake {
     }
 
     fn top(&mut self, _: usize) -> Result<Vec<BucketView>, StoreError> {
-        self.step(&Counters::default())?;
+        self.read()?;
         Ok(Vec::new())
     }
+}
 
+impl RefillWatch for Fake {
     fn refill_epoch(&mut self) -> RefillEpoch {
         self.0.borrow().epoch.unwrap_or(RefillEpoch::Untracked)
     }
+}
 
+impl KeyRecords for Fake {
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
-        self.step(&Counters::default())?;
+        self.read()?;
         Ok(self.0.borrow().key.clone())
     }
 
@@ -329,7 +350,7 @@ impl Store for Fake {
         new: &KeyRecord,
         expected: Option<&Fingerprint>,
     ) -> Result<bool, StoreError> {
-        self.step(&Counters::default())?;
+        self.read()?;
         let mut s = self.0.borrow_mut();
         if s.key.as_ref().map(|k| &k.fingerprint) != expected {
             return Ok(false);
@@ -341,9 +362,17 @@ impl Store for Fake {
         s.key = Some(rec);
         Ok(true)
     }
+}
 
-    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
-        self.step(unwritten)
+impl Batching for Fake {
+    fn add_denials(&mut self, _: &[(BucketKey, u64)]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn tick(&mut self) {}
+
+    fn flush(&mut self, carry: &mut Counters) -> Result<(), StoreError> {
+        self.step(carry)
     }
 }
 
@@ -373,11 +402,11 @@ mod tests {
         let mut f = Fake::new(clock.clock());
         let a = with_id(1, 1);
         let first = f
-            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .acquire(&key(1), &a, 10_000, &mut Counters::default())
             .unwrap();
         assert!(first.verdict.took() && first.lease.is_some());
         let again = f
-            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .acquire(&key(1), &a, 10_000, &mut Counters::default())
             .unwrap();
         assert_eq!(
             (
@@ -389,11 +418,11 @@ mod tests {
         );
         clock.set(10_000);
         let replay = f
-            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .acquire(&key(1), &a, 10_000, &mut Counters::default())
             .unwrap();
         assert!(replay.verdict.replay && replay.lease.is_none());
         let charged = f
-            .acquire(&key(1), &a, 10_000, &Counters::default())
+            .acquire(&key(1), &a, 10_000, &mut Counters::default())
             .unwrap();
         assert!(charged.verdict.took() && charged.verdict.remaining == 3);
         let w = f.written();

@@ -3,9 +3,8 @@
 //! any store. Every method is one atomic step of the backend (one SQLite write transaction, one
 //! Redis script) and uses [`crate::core`] for the arithmetic, so all backends decide alike.
 
-pub mod breaker;
 pub mod denycache;
-pub mod fallback;
+pub mod failover;
 pub mod hostbreaker;
 pub mod redis;
 pub mod sigbus;
@@ -129,6 +128,34 @@ impl ErrorKind {
     pub fn is_storage_fault(self) -> bool {
         matches!(self, ErrorKind::Corrupt | ErrorKind::Full | ErrorKind::Io)
     }
+
+    /// How a fault met while deciding is answered, for every layer: an "unavailable" decision
+    /// (or the local fallback's) for a transient or storage fault, the call's error for what an
+    /// operator must fix.
+    pub fn answer(self) -> Answer {
+        if self.is_transient() || self.is_storage_fault() {
+            Answer::Unavailable
+        } else {
+            Answer::Error
+        }
+    }
+
+    /// Whether a failed call to a primary behind a breaker counts toward opening it: every
+    /// fault but the server's refusal of our settings (a wrong password, a missing permission,
+    /// a database that does not exist), which is no outage and stays an error on every call.
+    pub fn is_outage(self) -> bool {
+        self != ErrorKind::Misconfigured
+    }
+}
+
+/// See [`ErrorKind::answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// No decision could be made: "unavailable" (admitted only with `fail_open`), or decided by
+    /// the local fallback where there is one.
+    Unavailable,
+    /// The call fails with the error.
+    Error,
 }
 
 /// A fault of the storage, which is never a decision by itself, and never an allow. The message
@@ -197,7 +224,7 @@ impl std::error::Error for StoreError {
     }
 }
 
-/// See [`Store::refill_epoch`].
+/// See [`RefillWatch::refill_epoch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefillEpoch {
     /// Not tracked: another process's reset is seen when the cached wait ends (Redis).
@@ -208,27 +235,29 @@ pub enum RefillEpoch {
     At(u64, u64),
 }
 
-/// Storage for buckets and leases, shared by every worker of a host (or of a site).
+/// The five decisions, each one atomic step of the backend that fixes `now` itself, inside the
+/// step; and [`Store::serve`] for the rest, so that a layer (a deny cache, the failover) forwards
+/// everything it does not change in one place.
 ///
-/// Each method is one atomic step that fixes `now` itself, inside the step. `unwritten` holds
-/// counts the caller could not have written before (a step that failed): a successful step
-/// adds them to the shared counters in the same atomic step, and a failed one writes nothing.
+/// `carry` holds counts not written yet (this process's, and those a layer adds, such as a failed
+/// call to Redis): a step that succeeds writes them (or takes them on for its next write) and
+/// clears them; a failed step leaves them for the next one. One value, owned by the limiter,
+/// travels down the layers; no layer holds counts of its own.
 pub trait Store {
     /// Expire leases, refill, check, take (tokens and, if asked, a slot).
     ///
     /// With `ask.dry_run` the core's `decide` answers a denial `allowed` (`dry_run` set): the
     /// store counts it as `dry_run_denied` in the same step and gives it no lease. With
-    /// `ask.request`, first in the same step: an admission remembered under that name for this
-    /// bucket, whose lease is still live (or, without a lease, younger than its `ttl_ms`), is
-    /// answered again (`retried` set, the same lease) taking nothing, counted as `retries`;
-    /// otherwise the call is decided as usual and a real admission (`Verdict::took`) is
+    /// `ask.request`, first in the same step: the store judges a retry of an admission remembered
+    /// under that name with `core::request` (in progress while its lease lives, then replayed
+    /// taking nothing, within the replay budget); a real admission (`Verdict::took`) is
     /// remembered until its lease's expiry or `ttl_ms`, within the store's bound on entries.
     fn acquire(
         &mut self,
         key: &BucketKey,
         ask: &Ask,
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<Acquired, StoreError>;
 
     /// Compound limits, all or nothing: `asks[i]` in bucket `keys[i]` (1 to
@@ -242,28 +271,120 @@ pub trait Store {
         keys: &[BucketKey],
         asks: &[Ask],
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError>;
 
-    /// What a call of cost 1 would get now; writes nothing.
-    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError>;
+    /// What a call of cost 1 would get now; writes nothing (`carry` is only added to by a
+    /// layer whose own call failed).
+    fn peek(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        carry: &mut Counters,
+    ) -> Result<Verdict, StoreError>;
 
     /// Frees the given leases, each in its own bucket; returns how many were live.
-    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError>;
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError>;
 
     /// Forgets a bucket and its leases; true when there was something to forget. The bucket's
     /// counts stay in the totals: a reset forgets the limit, not the history.
-    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError>;
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError>;
 
+    /// Everything that is not a decision: see [`Query`]. A backend answers it with
+    /// [`answer`] from its capability traits; the typed calls are the methods of `dyn Store`.
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError>;
+}
+
+/// A boxed store (a stack, as [`crate::stack`] builds it) is a store.
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn acquire(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        carry: &mut Counters,
+    ) -> Result<Acquired, StoreError> {
+        (**self).acquire(key, ask, lease_ttl_ms, carry)
+    }
+
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        carry: &mut Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        (**self).acquire_all(keys, asks, lease_ttl_ms, carry)
+    }
+
+    fn peek(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        carry: &mut Counters,
+    ) -> Result<Verdict, StoreError> {
+        (**self).peek(key, policy, carry)
+    }
+
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+        (**self).release(leases, carry)
+    }
+
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+        (**self).reset(key, carry)
+    }
+
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+        (**self).serve(q, carry)
+    }
+}
+
+/// What a store is asked besides decisions.
+#[derive(Debug, Clone, Copy)]
+pub enum Query<'a> {
+    /// [`Reports::stats`].
+    Stats,
+    /// [`Reports::top`].
+    Top(usize),
+    /// [`KeyRecords::key_record`].
+    KeyRecord,
+    /// [`KeyRecords::record_key`].
+    RecordKey(&'a KeyRecord, Option<&'a Fingerprint>),
+    /// [`Batching::add_denials`].
+    AddDenials(&'a [(BucketKey, u64)]),
+    /// [`Batching::tick`].
+    Tick,
+    /// [`Batching::flush`].
+    Flush,
+    /// [`RefillWatch::refill_epoch`].
+    RefillEpoch,
+}
+
+/// A store's answer to a [`Query`], the variant of the query's kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Stats(Stats),
+    Top(Vec<BucketView>),
+    KeyRecord(Option<KeyRecord>),
+    Recorded(bool),
+    Epoch(RefillEpoch),
+    Done,
+}
+
+/// The counters, gauges and pressure view of `ratelimit_stats()` and `ratelimit_top()`.
+pub trait Reports {
     /// The shared counters and gauges.
     fn stats(&mut self) -> Result<Stats, StoreError>;
 
-    /// The pressure view: at most `n` buckets with at least one denial, most denials first
-    /// (ordered as [`crate::core::top::order`] does), with this process's held-back counts.
-    /// A read: it never blocks a decision.
+    /// At most `n` buckets with at least one denial, most denials first (ordered as
+    /// [`crate::core::top::order`] does), with this process's held-back counts. A read: it
+    /// never blocks a decision.
     fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError>;
+}
 
-    /// Which key the store's pseudonyms are made with (None for a fresh store).
+/// Which key the store's pseudonyms are made with (see `core::keyswitch`).
+pub trait KeyRecords {
+    /// The key on record; None for a fresh store.
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError>;
 
     /// Records `new` as the store's key, in one atomic step, only if the key recorded now is
@@ -273,60 +394,132 @@ pub trait Store {
         new: &KeyRecord,
         expected: Option<&Fingerprint>,
     ) -> Result<bool, StoreError>;
+}
 
-    /// Called at the end of each request: a store that batches counts writes them when they
-    /// have waited long enough, so that a process killed later loses at most its last second.
-    fn tick(&mut self) {}
+/// Counts a store writes later than the step that made them.
+pub trait Batching {
+    /// Adds denials of these buckets answered without the store (a deny cache's) to the
+    /// buckets' own counts, for the pressure view. A bucket gone since takes nothing.
+    fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError>;
 
-    /// What a deny cache in front of this store must watch to stay exact (see
-    /// [`denycache`]): a store whose buckets can get tokens back other than by refill (a
-    /// reset, an eviction, a rebuilt file) from another process says when.
-    fn refill_epoch(&mut self) -> RefillEpoch {
-        RefillEpoch::Untracked
+    /// Called at the end of each request: writes what waited long enough, so that a process
+    /// killed later loses at most its last second. Best effort.
+    fn tick(&mut self);
+
+    /// Writes everything still held back, with `carry` (cleared when taken); at process end.
+    fn flush(&mut self, carry: &mut Counters) -> Result<(), StoreError>;
+}
+
+/// What a deny cache in front of a store must watch to stay exact (see [`denycache`]): a store
+/// whose buckets can get tokens back other than by refill (a reset, an eviction, a rebuilt file)
+/// from another process says when.
+pub trait RefillWatch {
+    fn refill_epoch(&mut self) -> RefillEpoch;
+}
+
+/// [`Store::serve`] of a backend, from its capability traits.
+pub fn answer<S>(s: &mut S, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError>
+where
+    S: Reports + KeyRecords + Batching + RefillWatch,
+{
+    Ok(match q {
+        Query::Stats => Reply::Stats(s.stats()?),
+        Query::Top(n) => Reply::Top(s.top(n)?),
+        Query::KeyRecord => Reply::KeyRecord(s.key_record()?),
+        Query::RecordKey(new, expected) => Reply::Recorded(s.record_key(new, expected)?),
+        Query::AddDenials(d) => {
+            s.add_denials(d)?;
+            Reply::Done
+        }
+        Query::Tick => {
+            s.tick();
+            Reply::Done
+        }
+        Query::Flush => {
+            s.flush(carry)?;
+            Reply::Done
+        }
+        Query::RefillEpoch => Reply::Epoch(s.refill_epoch()),
+    })
+}
+
+/// A step's result, for a backend: when it succeeded, the carried counts were written (or taken
+/// on for the store's next write), so the caller no longer holds them.
+pub fn taken<T>(carry: &mut Counters, r: Result<T, StoreError>) -> Result<T, StoreError> {
+    if r.is_ok() {
+        *carry = Counters::default();
+    }
+    r
+}
+
+/// A reply of another kind than the query's: a bug of a layer, never a decision.
+fn mismatch(asked: &str, got: &Reply) -> StoreError {
+    StoreError::new(
+        ErrorKind::Io,
+        format!("a store answered {asked} with {got:?}"),
+    )
+}
+
+/// The typed calls of [`Store::serve`], for every store and layer.
+pub trait StoreExt: Store {
+    fn stats(&mut self, carry: &mut Counters) -> Result<Stats, StoreError> {
+        match self.serve(Query::Stats, carry)? {
+            Reply::Stats(s) => Ok(s),
+            r => Err(mismatch("stats", &r)),
+        }
     }
 
-    /// Writes what the store still holds back (counts it batches), with `unwritten`; called
-    /// at process end. A store that writes everything at once has nothing to do.
-    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
-        let _ = unwritten;
-        Ok(())
+    fn top(&mut self, n: usize, carry: &mut Counters) -> Result<Vec<BucketView>, StoreError> {
+        match self.serve(Query::Top(n), carry)? {
+            Reply::Top(v) => Ok(v),
+            r => Err(mismatch("top", &r)),
+        }
     }
 
-    /// The state of the breaker in front of this store's primary, if there is one (see
-    /// [`breaker::Breaker`]); wrappers pass it on.
-    fn breaker(&mut self) -> Option<BreakerState> {
-        None
+    fn key_record(&mut self, carry: &mut Counters) -> Result<Option<KeyRecord>, StoreError> {
+        match self.serve(Query::KeyRecord, carry)? {
+            Reply::KeyRecord(k) => Ok(k),
+            r => Err(mismatch("key_record", &r)),
+        }
     }
 
-    /// How many times this process opened the host's breaker (closed to open) since it was
-    /// last asked. Each opening is made by exactly one process of the host (under the breaker
-    /// file's lock), so a caller counting these counts each opening once per host.
-    fn take_openings(&mut self) -> u64 {
-        0
+    fn record_key(
+        &mut self,
+        new: &KeyRecord,
+        expected: Option<&Fingerprint>,
+        carry: &mut Counters,
+    ) -> Result<bool, StoreError> {
+        match self.serve(Query::RecordKey(new, expected), carry)? {
+            Reply::Recorded(b) => Ok(b),
+            r => Err(mismatch("record_key", &r)),
+        }
     }
 
-    /// Whether [`Store::add_denials`] is where a deny cache's denials are counted: the store's
-    /// totals are the sums of its buckets' counts (SQLite), so they must not also be handed down
-    /// as `unwritten`, or each would count twice.
-    fn counts_denials_in_buckets(&self) -> bool {
-        false
+    fn add_denials(
+        &mut self,
+        denials: &[(BucketKey, u64)],
+        carry: &mut Counters,
+    ) -> Result<(), StoreError> {
+        self.serve(Query::AddDenials(denials), carry).map(drop)
     }
 
-    /// Adds denials of these buckets that were answered without the store (a deny cache's) to
-    /// the buckets' own counts, for the pressure view. A store without per-bucket counts, or a
-    /// bucket gone since, takes nothing.
-    fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError> {
-        let _ = denials;
-        Ok(())
+    fn tick(&mut self, carry: &mut Counters) {
+        let _ = self.serve(Query::Tick, carry);
     }
 
-    /// Hands over the counts this store holds until its next successful step (a breaker's
-    /// `redis_errors`): the caller, which can write them elsewhere (a fallback), takes them
-    /// on, and the store forgets them.
-    fn take_unwritten(&mut self) -> Counters {
-        Counters::default()
+    fn flush(&mut self, carry: &mut Counters) -> Result<(), StoreError> {
+        self.serve(Query::Flush, carry).map(drop)
+    }
+
+    fn refill_epoch(&mut self, carry: &mut Counters) -> RefillEpoch {
+        match self.serve(Query::RefillEpoch, carry) {
+            Ok(Reply::Epoch(e)) => e,
+            _ => RefillEpoch::Unknown,
+        }
     }
 }
+
+impl<S: Store + ?Sized> StoreExt for S {}
 
 #[cfg(test)]
 pub(crate) mod fake;

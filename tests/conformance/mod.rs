@@ -13,7 +13,7 @@ use ratelimit::core::decision::{Ask, Reason, Request, Source};
 use ratelimit::core::lease::{LeaseId, LeaseToken};
 use ratelimit::core::request::{Kind, Limit, Terms};
 use ratelimit::core::subject::BucketKey;
-use ratelimit::storage::{Clock, Store};
+use ratelimit::storage::{Clock, Store, StoreExt};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -54,32 +54,23 @@ pub fn ask(limit: u64, per_ms: u64, inflight: u64) -> Ask {
     Ask::new(Policy::new(limit, per_ms).unwrap(), 1, inflight)
 }
 
-pub const NONE: Counters = Counters {
-    allowed: 0,
-    denied_rate: 0,
-    denied_inflight: 0,
-    denied_in_progress: 0,
-    unavailable: 0,
-    leases_expired: 0,
-    evicted: 0,
-    clock_regressions: 0,
-    keys_migrated: 0,
-    reopened: 0,
-    storage_errors: 0,
-    dry_run_denied: 0,
-    retries: 0,
-    redis_errors: 0,
-    fallback_switches: 0,
-    fallback_decisions: 0,
-};
+pub const NONE: Counters = Counters::ZERO;
+
+/// Nothing carried: a fresh value for each call (a store clears what it writes).
+pub fn none() -> Counters {
+    Counters::ZERO
+}
 
 fn allowed<S: Store>(s: &mut S, k: &BucketKey, a: &Ask) -> bool {
-    s.acquire(k, a, 60_000, &NONE).unwrap().verdict.allowed
+    s.acquire(k, a, 60_000, &mut none())
+        .unwrap()
+        .verdict
+        .allowed
 }
 
 /// Takes one slot of key 1 (5 per second, one slot) for `ttl_ms`; its token.
 fn take_lease<S: Store>(s: &mut S, ttl_ms: u64) -> LeaseToken {
-    s.acquire(&key(1), &ask(5, 1_000, 1), ttl_ms, &NONE)
+    s.acquire(&key(1), &ask(5, 1_000, 1), ttl_ms, &mut none())
         .unwrap()
         .lease
         .expect("a slot was free")
@@ -156,7 +147,7 @@ pub fn the_limit_holds_across_threads_with_their_own_connections<B: Backend>(b: 
         handles.into_iter().map(|h| h.join().unwrap()).sum()
     });
     assert_eq!(admitted, 25);
-    let stats = b.open(clock.clock()).stats().unwrap();
+    let stats = b.open(clock.clock()).stats(&mut none()).unwrap();
     assert_eq!(
         (stats.counters.allowed, stats.counters.denied_rate),
         (25, 375)
@@ -172,7 +163,7 @@ pub fn state_survives_reopening<B: Backend>(b: &B) {
     drop(a);
     let v = b
         .open(clock.clock())
-        .acquire(&key(1), &ask(3, 60_000, 0), 60_000, &NONE)
+        .acquire(&key(1), &ask(3, 60_000, 0), 60_000, &mut none())
         .unwrap()
         .verdict;
     assert_eq!(v.reason, Reason::Rate);
@@ -184,7 +175,7 @@ pub fn leases_limit_concurrency_and_expire<B: Backend>(b: &B) {
     let a = ask(100, 1_000, 2);
     let mut take = |t: i64| {
         clock.set(t);
-        s.acquire(&key(1), &a, 2_000, &NONE).unwrap()
+        s.acquire(&key(1), &a, 2_000, &mut none()).unwrap()
     };
     assert!(take(T0).lease.is_some());
     assert!(take(T0 + 10).lease.is_some());
@@ -196,7 +187,7 @@ pub fn leases_limit_concurrency_and_expire<B: Backend>(b: &B) {
     assert_eq!(third.verdict.retry_after_ms, 1_980);
     assert_eq!(take(T0 + 1_999).verdict.reason, Reason::Inflight);
     assert!(take(T0 + 2_000).verdict.allowed);
-    let st = s.stats().unwrap();
+    let st = s.stats(&mut none()).unwrap();
     assert_eq!((st.counters.leases_expired, st.live_leases), (1, 2));
 }
 
@@ -207,7 +198,7 @@ pub fn a_lease_is_released_by_its_token_from_another_connection<B: Backend>(b: &
     // The token alone, as text, is all another process (or host) needs.
     let token = LeaseToken::parse(token.to_string().as_bytes()).unwrap();
     let mut other = b.open(clock.clock());
-    assert_eq!(other.release(&[token], &NONE).unwrap(), 1);
+    assert_eq!(other.release(&[token], &mut none()).unwrap(), 1);
     assert!(allowed(&mut holder, &key(1), &ask(5, 1_000, 1)));
 }
 
@@ -215,8 +206,8 @@ pub fn release_is_idempotent<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
     let lease = take_lease(&mut s, 60_000);
-    assert_eq!(s.release(&[lease], &NONE).unwrap(), 1);
-    assert_eq!(s.release(&[lease], &NONE).unwrap(), 0);
+    assert_eq!(s.release(&[lease], &mut none()).unwrap(), 1);
+    assert_eq!(s.release(&[lease], &mut none()).unwrap(), 0);
     assert!(allowed(&mut s, &key(1), &ask(5, 1_000, 1)));
 }
 
@@ -225,7 +216,7 @@ pub fn an_expired_lease_is_not_released<B: Backend>(b: &B) {
     let mut s = b.open(clock.clock());
     let lease = take_lease(&mut s, 1_000);
     clock.set(T0 + 1_000);
-    assert_eq!(s.release(&[lease], &NONE).unwrap(), 0);
+    assert_eq!(s.release(&[lease], &mut none()).unwrap(), 0);
 }
 
 pub fn a_token_naming_another_bucket_frees_nothing<B: Backend>(b: &B) {
@@ -240,9 +231,9 @@ pub fn a_token_naming_another_bucket_frees_nothing<B: Backend>(b: &B) {
         id: LeaseId([0x5a; 16]),
         key: lease.key,
     };
-    assert_eq!(s.release(&[forged, unknown], &NONE).unwrap(), 0);
+    assert_eq!(s.release(&[forged, unknown], &mut none()).unwrap(), 0);
     assert_eq!(
-        s.acquire(&key(1), &ask(5, 1_000, 1), 60_000, &NONE)
+        s.acquire(&key(1), &ask(5, 1_000, 1), 60_000, &mut none())
             .unwrap()
             .verdict
             .reason,
@@ -254,19 +245,21 @@ pub fn reset_forgets_bucket_and_leases<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
     assert!(allowed(&mut s, &key(1), &ask(1, 60_000, 1)));
-    assert!(s.reset(&key(1), &NONE).unwrap());
-    assert!(!s.reset(&key(1), &NONE).unwrap());
+    assert!(s.reset(&key(1), &mut none()).unwrap());
+    assert!(!s.reset(&key(1), &mut none()).unwrap());
     assert!(allowed(&mut s, &key(1), &ask(1, 60_000, 1)));
-    let st = s.stats().unwrap();
+    let st = s.stats(&mut none()).unwrap();
     assert_eq!((st.entries, st.live_leases), (1, 1));
 }
 
 pub fn peek_writes_nothing<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
-    let v = s.peek(&key(1), &Policy::new(5, 1_000).unwrap()).unwrap();
+    let v = s
+        .peek(&key(1), &Policy::new(5, 1_000).unwrap(), &mut none())
+        .unwrap();
     assert_eq!((v.allowed, v.remaining), (true, 5));
-    let st = s.stats().unwrap();
+    let st = s.stats(&mut none()).unwrap();
     assert_eq!((st.entries, st.counters.allowed), (0, 0));
 }
 
@@ -276,11 +269,11 @@ pub fn a_backwards_clock_is_counted_and_mints_nothing<B: Backend>(b: &B) {
     let a = ask(1, 1_000, 0);
     assert!(allowed(&mut s, &key(1), &a));
     clock.set(T0 - 3_600_000);
-    let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
     assert_eq!(v.reason, Reason::Rate);
     clock.set(T0 + 999);
     assert!(!allowed(&mut s, &key(1), &a), "the stamp moved back");
-    assert_eq!(s.stats().unwrap().counters.clock_regressions, 1);
+    assert_eq!(s.stats(&mut none()).unwrap().counters.clock_regressions, 1);
 }
 
 pub fn counts_of_reset_buckets_stay_in_the_totals<B: Backend>(b: &B) {
@@ -289,8 +282,8 @@ pub fn counts_of_reset_buckets_stay_in_the_totals<B: Backend>(b: &B) {
     let slow = ask(1, 3_600_000, 0);
     assert!(allowed(&mut s, &key(1), &slow));
     assert!(!allowed(&mut s, &key(1), &slow));
-    assert!(s.reset(&key(1), &NONE).unwrap());
-    let st = s.stats().unwrap();
+    assert!(s.reset(&key(1), &mut none()).unwrap());
+    let st = s.stats(&mut none()).unwrap();
     assert_eq!(
         (st.counters.allowed, st.counters.denied_rate, st.entries),
         (1, 1, 0)
@@ -308,10 +301,12 @@ pub fn unwritten_counts_are_added_by_the_next_step<B: Backend>(b: &B) {
         fallback_decisions: 4,
         ..NONE
     };
-    s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &carried)
+    let mut carry = carried;
+    s.acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut carry)
         .unwrap();
-    s.reset(&key(9), &carried).unwrap();
-    let c = b.open(clock.clock()).stats().unwrap().counters;
+    assert_eq!(carry, NONE, "a step clears what it wrote");
+    s.reset(&key(9), &mut carried.clone()).unwrap();
+    let c = b.open(clock.clock()).stats(&mut none()).unwrap().counters;
     assert_eq!((c.unavailable, c.allowed), (6, 1));
     assert_eq!(
         (c.redis_errors, c.fallback_switches, c.fallback_decisions),
@@ -345,7 +340,7 @@ pub fn top_lists_the_buckets_with_the_most_denials<B: Backend>(b: &B) {
     assert_eq!(decide(2, &hourly, 3), 1);
     assert_eq!(decide(3, &ask(100, 1_000, 0), 4), 4);
     assert_eq!(decide(4, &ask(100, 1_000, 1), 4), 1, "one slot, held");
-    let top = s.top(10).unwrap();
+    let top = s.top(10, &mut none()).unwrap();
     let got: Vec<_> = top
         .iter()
         .map(|v| {
@@ -374,13 +369,13 @@ pub fn top_lists_the_buckets_with_the_most_denials<B: Backend>(b: &B) {
         "{}",
         hot.used_at_ms
     );
-    let st = s.stats().unwrap().counters;
+    let st = s.stats(&mut none()).unwrap().counters;
     let listed: u64 = top.iter().map(|v| v.denials()).sum();
     assert_eq!(listed, st.denied_rate + st.denied_inflight);
-    assert_eq!(s.top(2).unwrap(), top[..2]);
-    s.flush(&NONE).unwrap();
+    assert_eq!(s.top(2, &mut none()).unwrap(), top[..2]);
+    s.flush(&mut none()).unwrap();
     assert_eq!(
-        b.open(clock.clock()).top(10).unwrap(),
+        b.open(clock.clock()).top(10, &mut none()).unwrap(),
         top,
         "written for every process"
     );
@@ -398,7 +393,17 @@ pub fn the_decision_vectors_hold<B: Backend>(b: &B) {
         let k = *cases.entry(v.case.clone()).or_insert_with(|| key(n));
         clock.set(T0 + v.t);
         let a = Ask::new(Policy::new(v.limit, v.per_ms).unwrap(), v.cost, v.inflight);
-        let got = s.acquire(&k, &a, v.ttl_ms, &NONE).unwrap().verdict;
+        let got = s.acquire(&k, &a, v.ttl_ms, &mut none()).unwrap().verdict;
+        if got.source == Source::DenyCache {
+            assert_eq!(
+                (got.allowed, got.reason.as_str(), got.retry_after_ms),
+                (v.expect.0, v.expect.1.as_str(), v.expect.3),
+                "{v:?}"
+            );
+            assert_eq!(got.remaining, 0, "a deny cache's denial: {v:?}");
+            steps += 1;
+            continue;
+        }
         let got = (
             got.allowed,
             got.reason.as_str().to_string(),
@@ -511,7 +516,7 @@ pub fn a_shadow_scope_admits_would_be_denials_taking_nothing<B: Backend>(b: &B) 
     let a = shadow(ask(2, 60_000, 0));
     let mut reasons = Vec::new();
     for _ in 0..5 {
-        let got = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+        let got = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
         assert!(got.verdict.allowed);
         reasons.push((got.verdict.reason, got.verdict.dry_run));
     }
@@ -529,20 +534,20 @@ pub fn a_shadow_scope_admits_would_be_denials_taking_nothing<B: Backend>(b: &B) 
     assert!(!allowed(&mut s, &key(1), &ask(2, 60_000, 0)));
     // Slots: the shadow admission keeps its lease, the would-be denial gets none.
     let a = shadow(ask(5, 60_000, 1));
-    let first = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    let first = s.acquire(&key(2), &a, 60_000, &mut none()).unwrap();
     assert!(first.verdict.took() && first.lease.is_some());
-    let second = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    let second = s.acquire(&key(2), &a, 60_000, &mut none()).unwrap();
     assert_eq!(
         (second.verdict.allowed, second.verdict.reason, second.lease),
         (true, Reason::Inflight, None)
     );
     assert_eq!(
-        s.peek(&key(2), &a.policy).unwrap().remaining,
+        s.peek(&key(2), &a.policy, &mut none()).unwrap().remaining,
         4,
         "one token taken"
     );
-    s.flush(&NONE).unwrap();
-    let c = s.stats().unwrap().counters;
+    s.flush(&mut none()).unwrap();
+    let c = s.stats(&mut none()).unwrap().counters;
     assert_eq!(
         (
             c.dry_run_denied,
@@ -552,7 +557,7 @@ pub fn a_shadow_scope_admits_would_be_denials_taking_nothing<B: Backend>(b: &B) 
         ),
         (4, 4, 1, 3)
     );
-    assert_eq!(s.stats().unwrap().live_leases, 1);
+    assert_eq!(s.stats(&mut none()).unwrap().live_leases, 1);
 }
 
 /// The same request id and terms again, no lease live: a replay, allowed and flagged, taking
@@ -562,13 +567,13 @@ pub fn a_replay_takes_nothing_is_flagged_and_holds_no_lease<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
     let a = with_request(ask(3, 60_000, 0), 9, 60_000);
-    let first = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    let first = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     assert!(first.verdict.took() && !first.verdict.replay);
     assert_eq!(first.verdict.remaining, 2);
     // Another call takes a token: the replay tells the bucket as it stands, not as it was.
     assert!(allowed(&mut s, &key(1), &ask(3, 60_000, 0)));
     clock.set(T0 + 1_000);
-    let again = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    let again = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     assert_eq!(
         (
             again.verdict.allowed,
@@ -586,7 +591,7 @@ pub fn a_replay_takes_nothing_is_flagged_and_holds_no_lease<B: Backend>(b: &B) {
         (Source::Replay, None, 0)
     );
     assert!(!again.verdict.took());
-    let now = s.peek(&key(1), &a.policy).unwrap();
+    let now = s.peek(&key(1), &a.policy, &mut none()).unwrap();
     assert_eq!(
         (again.verdict.remaining, again.verdict.reset_after_ms),
         (now.remaining, now.reset_after_ms),
@@ -595,11 +600,11 @@ pub fn a_replay_takes_nothing_is_flagged_and_holds_no_lease<B: Backend>(b: &B) {
     assert_eq!(now.remaining, 1, "nothing taken by the replay");
     // With a lease: once the first released it, a replay takes no slot either.
     let a = with_request(ask(5, 60_000, 1), 8, 60_000);
-    let first = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
-    assert_eq!(s.release(&[first.lease.unwrap()], &NONE).unwrap(), 1);
-    let again = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    let first = s.acquire(&key(2), &a, 60_000, &mut none()).unwrap();
+    assert_eq!(s.release(&[first.lease.unwrap()], &mut none()).unwrap(), 1);
+    let again = s.acquire(&key(2), &a, 60_000, &mut none()).unwrap();
     assert!(again.verdict.replay && again.lease.is_none());
-    let st = s.stats().unwrap();
+    let st = s.stats(&mut none()).unwrap();
     assert_eq!(
         (st.counters.allowed, st.counters.retries, st.live_leases),
         (3, 2, 0)
@@ -611,10 +616,10 @@ pub fn a_replay_from_another_connection_takes_nothing<B: Backend>(b: &B) {
     let mut one = b.open(clock.clock());
     let mut two = b.open(clock.clock());
     let a = with_request(ask(1, 60_000, 0), 9, 60_000);
-    let first = one.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    let first = one.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     assert!(first.verdict.took());
     clock.set(T0 + 500);
-    let again = two.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    let again = two.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     assert!(again.verdict.allowed && again.verdict.replay, "{again:?}");
     assert_eq!(again.verdict.remaining, 0, "the bucket is empty");
     // Without the id (or another one), the empty bucket denies.
@@ -628,11 +633,11 @@ pub fn a_retry_while_the_lease_lives_is_in_progress_and_holds_nothing<B: Backend
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
     let a = with_request(ask(5, 60_000, 1), 9, 60_000);
-    let first = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    let first = s.acquire(&key(1), &a, 10_000, &mut none()).unwrap();
     assert!(first.verdict.took() && first.lease.is_some());
     clock.set(T0 + 2_000);
     for _ in 0..3 {
-        let r = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+        let r = s.acquire(&key(1), &a, 10_000, &mut none()).unwrap();
         assert_eq!(
             (
                 r.verdict.allowed,
@@ -649,23 +654,26 @@ pub fn a_retry_while_the_lease_lives_is_in_progress_and_holds_nothing<B: Backend
         assert_eq!(r.verdict.remaining, 4, "the bucket as it stands");
     }
     // Nothing to release: the slot stays held, another id is denied `inflight`.
-    assert_eq!(s.release(&[], &NONE).unwrap(), 0);
+    assert_eq!(s.release(&[], &mut none()).unwrap(), 0);
     let other = s
         .acquire(
             &key(1),
             &with_request(ask(5, 60_000, 1), 7, 60_000),
             10_000,
-            &NONE,
+            &mut none(),
         )
         .unwrap();
     assert_eq!(other.verdict.reason, Reason::Inflight);
-    assert_eq!(s.peek(&key(1), &a.policy).unwrap().remaining, 4);
+    assert_eq!(
+        s.peek(&key(1), &a.policy, &mut none()).unwrap().remaining,
+        4
+    );
     // Expired (its holder was killed): now a replay, still without a lease.
     clock.set(T0 + 10_000);
-    let r = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    let r = s.acquire(&key(1), &a, 10_000, &mut none()).unwrap();
     assert!(r.verdict.replay && r.verdict.allowed && r.lease.is_none());
-    s.flush(&NONE).unwrap();
-    let st = s.stats().unwrap();
+    s.flush(&mut none()).unwrap();
+    let st = s.stats(&mut none()).unwrap();
     assert_eq!(
         (
             st.counters.denied_in_progress,
@@ -681,11 +689,11 @@ pub fn a_retry_in_progress_in_a_shadow_scope_is_allowed_and_takes_nothing<B: Bac
     let mut s = b.open(clock.clock());
     let a = shadow(with_request(ask(5, 60_000, 1), 9, 60_000));
     assert!(s
-        .acquire(&key(1), &a, 10_000, &NONE)
+        .acquire(&key(1), &a, 10_000, &mut none())
         .unwrap()
         .verdict
         .took());
-    let r = s.acquire(&key(1), &a, 10_000, &NONE).unwrap();
+    let r = s.acquire(&key(1), &a, 10_000, &mut none()).unwrap();
     assert_eq!(
         (
             r.verdict.allowed,
@@ -695,9 +703,12 @@ pub fn a_retry_in_progress_in_a_shadow_scope_is_allowed_and_takes_nothing<B: Bac
         ),
         (true, Reason::InProgress, true, None)
     );
-    assert_eq!(s.peek(&key(1), &a.policy).unwrap().remaining, 4);
-    s.flush(&NONE).unwrap();
-    let c = s.stats().unwrap().counters;
+    assert_eq!(
+        s.peek(&key(1), &a.policy, &mut none()).unwrap().remaining,
+        4
+    );
+    s.flush(&mut none()).unwrap();
+    let c = s.stats(&mut none()).unwrap().counters;
     assert_eq!((c.denied_in_progress, c.dry_run_denied), (1, 1));
 }
 
@@ -709,7 +720,7 @@ pub fn after_its_replays_a_retry_is_charged<B: Backend>(b: &B) {
     let a = with_replays(ask(10, 3_600_000, 0), 9, 60_000, 2);
     let mut seen = Vec::new();
     for _ in 0..7 {
-        let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+        let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
         seen.push((v.replay, v.remaining));
     }
     assert_eq!(
@@ -727,10 +738,10 @@ pub fn after_its_replays_a_retry_is_charged<B: Backend>(b: &B) {
     // No replay at all: every retry is charged.
     let a = with_replays(ask(10, 3_600_000, 0), 8, 60_000, 0);
     for want in [9, 8, 7] {
-        let v = s.acquire(&key(2), &a, 60_000, &NONE).unwrap().verdict;
+        let v = s.acquire(&key(2), &a, 60_000, &mut none()).unwrap().verdict;
         assert_eq!((v.replay, v.remaining), (false, want));
     }
-    let c = s.stats().unwrap().counters;
+    let c = s.stats(&mut none()).unwrap().counters;
     assert_eq!((c.allowed, c.retries), (6, 4));
 }
 
@@ -742,7 +753,7 @@ pub fn a_retry_with_other_terms_is_charged<B: Backend>(b: &B) {
     let mut s = b.open(clock.clock());
     let base = ask(100, 3_600_000, 0);
     let first = s
-        .acquire(&key(1), &with_request(base, 9, 60_000), 60_000, &NONE)
+        .acquire(&key(1), &with_request(base, 9, 60_000), 60_000, &mut none())
         .unwrap();
     assert_eq!(first.verdict.remaining, 99);
     let costly = Ask { cost: 10, ..base };
@@ -757,27 +768,29 @@ pub fn a_retry_with_other_terms_is_charged<B: Backend>(b: &B) {
         ("inflight", with_slot, 1),
     ] {
         let v = s
-            .acquire(&key(1), &with_request(a, 9, 60_000), 60_000, &NONE)
+            .acquire(&key(1), &with_request(a, 9, 60_000), 60_000, &mut none())
             .unwrap()
             .verdict;
         assert!(v.took() && !v.replay, "{what}: {v:?}");
         left -= cost;
         assert_eq!(
-            s.peek(&key(1), &base.policy).unwrap().remaining,
+            s.peek(&key(1), &base.policy, &mut none())
+                .unwrap()
+                .remaining,
             left,
             "{what} charged"
         );
     }
     // The record now holds the last call's terms: the first terms are charged again.
     let v = s
-        .acquire(&key(1), &with_request(base, 9, 60_000), 60_000, &NONE)
+        .acquire(&key(1), &with_request(base, 9, 60_000), 60_000, &mut none())
         .unwrap()
         .verdict;
     assert!(v.took() && v.remaining == left - 1, "{v:?}");
     // A compound call with the same id in the same bucket is another kind of call: charged.
     let all = with_request_all(&[base], &["s"], 9, 60_000);
     let v = s
-        .acquire_all(&[key(1)], &all, 60_000, &NONE)
+        .acquire_all(&[key(1)], &all, 60_000, &mut none())
         .unwrap()
         .verdict;
     assert!(v.took() && !v.replay && v.remaining == left - 2, "{v:?}");
@@ -785,7 +798,7 @@ pub fn a_retry_with_other_terms_is_charged<B: Backend>(b: &B) {
     // progress, and never free).
     let a = with_request(ask(5, 60_000, 1), 8, 60_000);
     assert!(s
-        .acquire(&key(2), &a, 60_000, &NONE)
+        .acquire(&key(2), &a, 60_000, &mut none())
         .unwrap()
         .verdict
         .took());
@@ -797,9 +810,12 @@ pub fn a_retry_with_other_terms_is_charged<B: Backend>(b: &B) {
         8,
         60_000,
     );
-    let v = s.acquire(&key(2), &costly, 60_000, &NONE).unwrap().verdict;
+    let v = s
+        .acquire(&key(2), &costly, 60_000, &mut none())
+        .unwrap()
+        .verdict;
     assert_eq!(v.reason, Reason::Inflight);
-    assert_eq!(s.stats().unwrap().counters.retries, 0);
+    assert_eq!(s.stats(&mut none()).unwrap().counters.retries, 0);
 }
 
 /// One request id sent over and over (the attack of issue 20): it never gets more admissions
@@ -810,7 +826,7 @@ pub fn a_fixed_id_never_gets_more_admissions_than_the_limit<B: Backend>(b: &B) {
     let a = with_request(ask(5, 3_600_000, 0), 9, 60_000);
     let (mut took, mut replays) = (0, 0);
     for _ in 0..500 {
-        let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+        let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
         took += u32::from(v.took());
         replays += u32::from(v.replay);
     }
@@ -825,7 +841,7 @@ pub fn a_fixed_id_never_gets_more_admissions_than_the_limit<B: Backend>(b: &B) {
     for i in 0..500 {
         clock.set(T0 + i * 40);
         took += u32::from(
-            s.acquire(&key(2), &a, 60_000, &NONE)
+            s.acquire(&key(2), &a, 60_000, &mut none())
                 .unwrap()
                 .verdict
                 .took(),
@@ -838,24 +854,27 @@ pub fn a_fixed_id_never_gets_more_admissions_than_the_limit<B: Backend>(b: &B) {
     let mut leases = 0;
     for _ in 0..50 {
         leases += u32::from(
-            s.acquire(&key(3), &a, 60_000, &NONE)
+            s.acquire(&key(3), &a, 60_000, &mut none())
                 .unwrap()
                 .lease
                 .is_some(),
         );
     }
     assert_eq!(leases, 1);
-    assert_eq!(s.peek(&key(3), &a.policy).unwrap().remaining, 4);
+    assert_eq!(
+        s.peek(&key(3), &a.policy, &mut none()).unwrap().remaining,
+        4
+    );
 }
 
 pub fn a_retry_without_lease_ends_after_request_ttl<B: Backend>(b: &B) {
     let clock = ManualClock::at(T0);
     let mut s = b.open(clock.clock());
     let a = with_request(ask(5, 86_400_000, 0), 9, 2_000);
-    s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     clock.set(T0 + 1_999);
     assert_eq!(
-        s.acquire(&key(1), &a, 60_000, &NONE)
+        s.acquire(&key(1), &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .remaining,
@@ -863,13 +882,13 @@ pub fn a_retry_without_lease_ends_after_request_ttl<B: Backend>(b: &B) {
     );
     clock.set(T0 + 2_000);
     assert_eq!(
-        s.acquire(&key(1), &a, 60_000, &NONE)
+        s.acquire(&key(1), &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .remaining,
         3
     );
-    assert_eq!(s.stats().unwrap().counters.retries, 1);
+    assert_eq!(s.stats(&mut none()).unwrap().counters.retries, 1);
 }
 
 /// A denial is not remembered: its retry is decided afresh, and admitted once tokens are back.
@@ -878,24 +897,24 @@ pub fn a_denied_call_is_not_remembered<B: Backend>(b: &B) {
     let mut s = b.open(clock.clock());
     assert!(allowed(&mut s, &key(1), &ask(1, 1_000, 0)));
     let a = with_request(ask(1, 1_000, 0), 9, 60_000);
-    let denied = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    let denied = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     assert_eq!(denied.verdict.reason, Reason::Rate);
     clock.set(T0 + 1_000);
-    let again = s.acquire(&key(1), &a, 60_000, &NONE).unwrap();
+    let again = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
     assert!(again.verdict.took());
     // A shadow admission of a would-be denial is not remembered either.
     let a = shadow(with_request(ask(1, 60_000, 0), 8, 60_000));
     assert!(allowed(&mut s, &key(2), &ask(1, 60_000, 0)));
-    let first = s.acquire(&key(2), &a, 60_000, &NONE).unwrap();
+    let first = s.acquire(&key(2), &a, 60_000, &mut none()).unwrap();
     assert!(first.verdict.dry_run);
     assert!(
-        s.acquire(&key(2), &a, 60_000, &NONE)
+        s.acquire(&key(2), &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .dry_run
     );
-    s.flush(&NONE).unwrap();
-    let c = s.stats().unwrap().counters;
+    s.flush(&mut none()).unwrap();
+    let c = s.stats(&mut none()).unwrap().counters;
     assert_eq!((c.retries, c.dry_run_denied), (0, 2));
 }
 
@@ -905,14 +924,14 @@ pub fn a_different_request_id_is_charged<B: Backend>(b: &B) {
     let one = with_request(ask(2, 60_000, 0), 1, 60_000);
     let two = with_request(ask(2, 60_000, 0), 2, 60_000);
     assert_eq!(
-        s.acquire(&key(1), &one, 60_000, &NONE)
+        s.acquire(&key(1), &one, 60_000, &mut none())
             .unwrap()
             .verdict
             .remaining,
         1
     );
     assert_eq!(
-        s.acquire(&key(1), &two, 60_000, &NONE)
+        s.acquire(&key(1), &two, 60_000, &mut none())
             .unwrap()
             .verdict
             .remaining,
@@ -923,7 +942,7 @@ pub fn a_different_request_id_is_charged<B: Backend>(b: &B) {
             &key(1),
             &with_request(ask(2, 60_000, 0), 3, 60_000),
             60_000,
-            &NONE
+            &mut none()
         )
         .unwrap()
         .verdict
@@ -932,7 +951,7 @@ pub fn a_different_request_id_is_charged<B: Backend>(b: &B) {
     );
     // The same name in another bucket is another request.
     assert_eq!(
-        s.acquire(&key(2), &one, 60_000, &NONE)
+        s.acquire(&key(2), &one, 60_000, &mut none())
             .unwrap()
             .verdict
             .remaining,
@@ -951,7 +970,7 @@ pub fn subject_key(n: u8) -> BucketKey {
 }
 
 fn peek_remaining<S: Store>(s: &mut S, k: &BucketKey, limit: u64, per_ms: u64) -> u64 {
-    s.peek(k, &Policy::new(limit, per_ms).unwrap())
+    s.peek(k, &Policy::new(limit, per_ms).unwrap(), &mut none())
         .unwrap()
         .remaining
 }
@@ -962,12 +981,14 @@ pub fn a_compound_denial_by_the_second_limit_charges_neither<B: Backend>(b: &B) 
     let (k1, k2) = (subject_key(1), subject_key(2));
     let asks = [ask(5, 1_000, 0), ask(1, 60_000, 0)];
     assert!(
-        s.acquire_all(&[k1, k2], &asks, 60_000, &NONE)
+        s.acquire_all(&[k1, k2], &asks, 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed
     );
-    let a = s.acquire_all(&[k1, k2], &asks, 60_000, &NONE).unwrap();
+    let a = s
+        .acquire_all(&[k1, k2], &asks, 60_000, &mut none())
+        .unwrap();
     assert_eq!((a.verdict.allowed, a.verdict.reason), (false, Reason::Rate));
     assert_eq!(
         peek_remaining(&mut s, &k1, 5, 1_000),
@@ -985,7 +1006,7 @@ pub fn a_compound_admission_charges_every_limit<B: Backend>(b: &B) {
     asks[1].cost = 3;
     asks[0].cost = 3;
     assert!(
-        s.acquire_all(&[k1, k2], &asks, 60_000, &NONE)
+        s.acquire_all(&[k1, k2], &asks, 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed
@@ -999,7 +1020,7 @@ pub fn a_compound_call_reports_the_tightest_limit<B: Backend>(b: &B) {
     let mut s = b.open(clock.clock());
     let keys = [subject_key(1), subject_key(2), subject_key(3)];
     let asks = [ask(10, 1_000, 0), ask(2, 1_000, 0), ask(2, 60_000, 0)];
-    let a = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let a = s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
     assert_eq!(
         (a.reported, a.verdict.remaining),
         (1, 1),
@@ -1009,8 +1030,8 @@ pub fn a_compound_call_reports_the_tightest_limit<B: Backend>(b: &B) {
         a.each.iter().map(|v| v.remaining).collect::<Vec<_>>(),
         [9, 1, 1]
     );
-    s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
-    let a = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
+    let a = s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
     assert!(!a.verdict.allowed);
     assert_eq!(
         (a.reported, a.verdict.retry_after_ms),
@@ -1027,12 +1048,21 @@ pub fn a_compound_call_of_one_limit_equals_acquire<B: Backend>(b: &B) {
     for t in [0, 0, 0, 0, 10, 400, 2_000] {
         clock.set(T0 + t);
         let single = s
-            .acquire(&subject_key(1), &a, 60_000, &NONE)
+            .acquire(&subject_key(1), &a, 60_000, &mut none())
             .unwrap()
             .verdict;
         let all = s
-            .acquire_all(&[subject_key(2)], &[a], 60_000, &NONE)
+            .acquire_all(&[subject_key(2)], &[a], 60_000, &mut none())
             .unwrap();
+        if single.source == Source::DenyCache {
+            let (v, w) = (all.verdict, single);
+            assert_eq!(
+                (v.allowed, v.reason, v.retry_after_ms),
+                (w.allowed, w.reason, w.retry_after_ms),
+                "at +{t} ms, the single call answered by a deny cache"
+            );
+            continue;
+        }
         assert_eq!(all.verdict, single, "at +{t} ms");
         assert_eq!((all.each.as_slice(), all.reported), (&[single][..], 0));
     }
@@ -1043,9 +1073,9 @@ pub fn a_compound_decision_is_counted_once<B: Backend>(b: &B) {
     let mut s = b.open(clock.clock());
     let keys = [subject_key(1), subject_key(2)];
     let asks = [ask(5, 1_000, 0), ask(1, 60_000, 0)];
-    s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
-    s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
-    let c = s.stats().unwrap().counters;
+    s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
+    s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
+    let c = s.stats(&mut none()).unwrap().counters;
     assert_eq!((c.allowed, c.denied_rate), (1, 1));
 }
 
@@ -1054,10 +1084,10 @@ pub fn a_compound_slot_is_taken_in_the_first_bucket<B: Backend>(b: &B) {
     let mut s = b.open(clock.clock());
     let keys = [subject_key(1), subject_key(2)];
     let asks = [ask(5, 1_000, 1), ask(5, 60_000, 0)];
-    let first = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let first = s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
     let token = first.lease.expect("a slot was asked for");
     assert_eq!(token.key.bucket, keys[0].bucket);
-    let a = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let a = s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
     assert_eq!(
         (a.verdict.reason, a.reported, a.lease),
         (Reason::Inflight, 0, None)
@@ -1067,9 +1097,9 @@ pub fn a_compound_slot_is_taken_in_the_first_bucket<B: Backend>(b: &B) {
         4,
         "the denial charged nothing"
     );
-    assert_eq!(s.release(&[token], &NONE).unwrap(), 1);
+    assert_eq!(s.release(&[token], &mut none()).unwrap(), 1);
     assert!(s
-        .acquire_all(&keys, &asks, 60_000, &NONE)
+        .acquire_all(&keys, &asks, 60_000, &mut none())
         .unwrap()
         .verdict
         .took());
@@ -1085,9 +1115,9 @@ pub fn a_compound_replay_takes_nothing<B: Backend>(b: &B) {
         9,
         10_000,
     );
-    let first = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let first = s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
     assert!(first.verdict.took());
-    let again = s.acquire_all(&keys, &asks, 60_000, &NONE).unwrap();
+    let again = s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
     assert!(again.verdict.replay && again.verdict.allowed && again.lease.is_none());
     assert_eq!(again.verdict.source, Source::Replay);
     assert_eq!(
@@ -1101,7 +1131,7 @@ pub fn a_compound_replay_takes_nothing<B: Backend>(b: &B) {
     );
     assert_eq!(peek_remaining(&mut s, &keys[0], 5, 1_000), 4);
     assert_eq!(peek_remaining(&mut s, &keys[1], 3, 60_000), 2);
-    let c = s.stats().unwrap().counters;
+    let c = s.stats(&mut none()).unwrap().counters;
     assert_eq!((c.retries, c.allowed), (1, 1));
 }
 
@@ -1115,10 +1145,10 @@ pub fn a_compound_retry_in_progress_holds_nothing<B: Backend>(b: &B) {
         9,
         10_000,
     );
-    let first = s.acquire_all(&keys, &asks, 20_000, &NONE).unwrap();
+    let first = s.acquire_all(&keys, &asks, 20_000, &mut none()).unwrap();
     assert!(first.lease.is_some());
     clock.set(T0 + 5_000);
-    let r = s.acquire_all(&keys, &asks, 20_000, &NONE).unwrap();
+    let r = s.acquire_all(&keys, &asks, 20_000, &mut none()).unwrap();
     assert_eq!(
         (r.verdict.allowed, r.verdict.reason, r.reported, r.lease),
         (false, Reason::InProgress, 0, None)
@@ -1129,11 +1159,11 @@ pub fn a_compound_retry_in_progress_holds_nothing<B: Backend>(b: &B) {
         4,
         "nothing taken"
     );
-    assert_eq!(s.release(&[first.lease.unwrap()], &NONE).unwrap(), 1);
-    let r = s.acquire_all(&keys, &asks, 20_000, &NONE).unwrap();
+    assert_eq!(s.release(&[first.lease.unwrap()], &mut none()).unwrap(), 1);
+    let r = s.acquire_all(&keys, &asks, 20_000, &mut none()).unwrap();
     assert!(r.verdict.replay && r.lease.is_none());
-    s.flush(&NONE).unwrap();
-    let c = s.stats().unwrap().counters;
+    s.flush(&mut none()).unwrap();
+    let c = s.stats(&mut none()).unwrap().counters;
     assert_eq!((c.denied_in_progress, c.retries, c.allowed), (1, 1, 1));
 }
 
@@ -1146,13 +1176,13 @@ pub fn a_compound_retry_with_other_scopes_is_charged<B: Backend>(b: &B) {
     let (a, b2) = (ask(10, 60_000, 0), ask(10, 60_000, 0));
     let first = with_request_all(&[a, b2], &["a", "b"], 9, 10_000);
     assert!(s
-        .acquire_all(&keys[..2], &first, 60_000, &NONE)
+        .acquire_all(&keys[..2], &first, 60_000, &mut none())
         .unwrap()
         .verdict
         .took());
     let other = with_request_all(&[a, b2], &["a", "c"], 9, 10_000);
     let v = s
-        .acquire_all(&[keys[0], keys[2]], &other, 60_000, &NONE)
+        .acquire_all(&[keys[0], keys[2]], &other, 60_000, &mut none())
         .unwrap()
         .verdict;
     assert!(v.took() && !v.replay);

@@ -663,6 +663,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "redis-servers"),
+        ignore = "needs the cluster of scripts/redis: --features redis-servers (./run-tests 1)"
+    )]
     fn a_moved_reply_is_followed_once_to_the_node_it_names() {
         let seeds: Vec<String> = std::env::var("RL_REDIS_CLUSTER")
             .expect("RL_REDIS_CLUSTER is not set: start a cluster with `scripts/redis start cluster DIR` (./run-tests does)")

@@ -26,7 +26,10 @@ use crate::core::request::Judgement;
 use crate::core::subject::BucketKey;
 use crate::core::top::{self, BucketView};
 use crate::opslog::{Event, OpsLog};
-use crate::storage::{Acquired, AcquiredAll, Clock, ErrorKind, Store, StoreError};
+use crate::storage::{
+    Acquired, AcquiredAll, Batching, Clock, ErrorKind, KeyRecords, Query, RefillEpoch, RefillWatch,
+    Reply, Reports, Store, StoreError,
+};
 use conn::{Conn, Route};
 use redis::Script;
 use std::sync::{Arc, OnceLock};
@@ -314,9 +317,9 @@ impl RedisStore {
     }
 
     /// Counts of a successful step, and the caller's `unwritten` ones, kept for the next flush.
-    fn note(&mut self, counts: &Counters, unwritten: &Counters) {
+    fn note(&mut self, counts: &Counters, carry: &mut Counters) {
         self.pending.add(counts);
-        self.pending.add(unwritten);
+        self.pending.add(&std::mem::take(carry));
         let _ = self.flush_pending(false);
     }
 
@@ -329,7 +332,7 @@ impl RedisStore {
         flags: u8,
         lease: &str,
         key: &BucketKey,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Option<LeaseToken> {
         let mut counts = Counters::default();
         if verdict.replay {
@@ -339,7 +342,7 @@ impl RedisStore {
         }
         counts.leases_expired += expired;
         counts.clock_regressions += u64::from(flags & 4 != 0);
-        self.note(&counts, unwritten);
+        self.note(&counts, carry);
         unhex16(lease).map(|id| LeaseToken {
             id: LeaseId(id),
             key: BucketKey {
@@ -409,7 +412,7 @@ impl Store for RedisStore {
         key: &BucketKey,
         ask: &Ask,
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
         let lease_id = super::lease_id_for(ask)?;
         let keys = [
@@ -443,7 +446,7 @@ impl Store for RedisStore {
             u64::from(flags & 1),
         ];
         let verdict = verdict_of(&fields, flags & 2 != 0)?;
-        let lease = self.decided(&verdict, expired, flags, &lease, key, unwritten);
+        let lease = self.decided(&verdict, expired, flags, &lease, key, carry);
         Ok(Acquired { verdict, lease })
     }
 
@@ -452,7 +455,7 @@ impl Store for RedisStore {
         keys: &[BucketKey],
         asks: &[Ask],
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
         let first = &asks[0];
         let lease_id = super::lease_id_for(first)?;
@@ -509,7 +512,7 @@ impl Store for RedisStore {
         if let Some((reported, verdict)) =
             crate::core::compound::remembered(&each, judged, 0, first.dry_run)
         {
-            let _ = self.decided(&verdict, 0, flags, "", &keys[0], unwritten);
+            let _ = self.decided(&verdict, 0, flags, "", &keys[0], carry);
             return Ok(AcquiredAll {
                 verdict,
                 each,
@@ -519,7 +522,7 @@ impl Store for RedisStore {
         }
         let verdict = verdict_of(&combined, false)?;
         let reported = reported.min(each.len() - 1);
-        let lease = self.decided(&verdict, expired, flags, &lease, &keys[0], unwritten);
+        let lease = self.decided(&verdict, expired, flags, &lease, &keys[0], carry);
         Ok(AcquiredAll {
             verdict,
             each,
@@ -528,7 +531,12 @@ impl Store for RedisStore {
         })
     }
 
-    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
+    fn peek(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        _: &mut Counters,
+    ) -> Result<Verdict, StoreError> {
         let bucket = self.bucket_key(key);
         let (tokens, stamp, now): (Option<u64>, Option<i64>, i64) = self.run(&bucket, |now| {
             let mut inv = scripts().peek.prepare_invoke();
@@ -541,7 +549,7 @@ impl Store for RedisStore {
         Ok(decision::peek(stored, policy, now))
     }
 
-    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
         let mut freed = 0;
         for t in leases {
             let zset = self.leases_key(&t.key);
@@ -553,19 +561,32 @@ impl Store for RedisStore {
             })?;
             freed += n;
         }
-        self.note(&Counters::default(), unwritten);
+        self.note(&Counters::default(), carry);
         Ok(freed)
     }
 
-    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
         let keys = [self.bucket_key(key), self.leases_key(key)];
         let n: u64 = self.conn.call(Route::Key(&keys[0]), |c| {
             redis::cmd("DEL").arg(&keys[..]).query(c)
         })?;
-        self.note(&Counters::default(), unwritten);
+        self.note(&Counters::default(), carry);
         Ok(n > 0)
     }
 
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+        super::answer(self, q, carry)
+    }
+}
+
+/// Not tracked: another process's reset is seen when a deny cache's remembered wait ends.
+impl RefillWatch for RedisStore {
+    fn refill_epoch(&mut self) -> RefillEpoch {
+        RefillEpoch::Untracked
+    }
+}
+
+impl Reports for RedisStore {
     fn stats(&mut self) -> Result<Stats, StoreError> {
         let _ = self.flush_pending(true);
         let key = self.global("counters");
@@ -645,7 +666,9 @@ impl Store for RedisStore {
         views.truncate(n);
         Ok(views)
     }
+}
 
+impl Batching for RedisStore {
     fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError> {
         for (key, n) in denials {
             let bucket = self.bucket_key(key);
@@ -657,6 +680,19 @@ impl Store for RedisStore {
         Ok(())
     }
 
+    fn tick(&mut self) {
+        let _ = self.flush_pending(false);
+    }
+
+    /// The counts are taken on at once (pending), written now if the server answers, else by
+    /// a later flush.
+    fn flush(&mut self, carry: &mut Counters) -> Result<(), StoreError> {
+        self.pending.add(&std::mem::take(carry));
+        self.flush_pending(true)
+    }
+}
+
+impl KeyRecords for RedisStore {
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
         let key = self.global("keyring");
         // Read as text and parsed here: a hash another writer damaged (a fingerprint that is
@@ -713,15 +749,6 @@ impl Store for RedisStore {
             inv
         })?;
         Ok(n == 1)
-    }
-
-    fn tick(&mut self) {
-        let _ = self.flush_pending(false);
-    }
-
-    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
-        self.pending.add(unwritten);
-        self.flush_pending(true)
     }
 }
 

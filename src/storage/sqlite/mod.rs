@@ -16,8 +16,8 @@ mod schema;
 mod tx;
 
 use super::{
-    Acquired, AcquiredAll, BucketView, Clock, Counters, ErrorKind, RefillEpoch, Stats, Store,
-    StoreError,
+    Acquired, AcquiredAll, Batching, BucketView, Clock, Counters, ErrorKind, KeyRecords, Query,
+    RefillEpoch, RefillWatch, Reply, Reports, Stats, Store, StoreError,
 };
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::compound;
@@ -704,7 +704,7 @@ impl Store for SqliteStore {
         key: &BucketKey,
         ask: &Ask,
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
         // Drawn before the transaction, so that the write lock is held no longer than needed.
         let lease_id = super::lease_id_for(ask)?;
@@ -714,13 +714,13 @@ impl Store for SqliteStore {
         if !self.admitting.contains(&key.bucket) {
             if let Some(denied) = self.deny_from_snapshot(key, ask)? {
                 // Written later (see `noted`): the caller's counts are in our hands now.
-                self.noted.add(unwritten);
+                self.noted.add(&std::mem::take(carry));
                 self.flush_if_due();
                 return Ok(denied);
             }
         }
         let max_entries = self.max_entries;
-        let decided = self.write(unwritten, |tx, delta, now| {
+        let decided = self.write(carry, |tx, delta, now| {
             if let Some(request) = &ask.request {
                 if let Some(verdict) = requests::answered(tx, key, ask, request, now, delta)? {
                     return Ok(Acquired { verdict, lease: None });
@@ -807,7 +807,7 @@ impl Store for SqliteStore {
         if let Ok(a) = &decided {
             self.note_admitting(key, a.verdict.took());
         }
-        decided
+        super::taken(carry, decided)
     }
 
     fn acquire_all(
@@ -815,14 +815,14 @@ impl Store for SqliteStore {
         keys: &[BucketKey],
         asks: &[Ask],
         lease_ttl_ms: u64,
-        unwritten: &Counters,
+        carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
         let first = asks[0];
         let lease_id = super::lease_id_for(&first)?;
         let max_entries = self.max_entries;
         // No snapshot path: a compound denial is rarer and reads several buckets; it is always
         // decided under the write lock.
-        self.write(unwritten, |tx, delta, now| {
+        let decided = self.write(carry, |tx, delta, now| {
             let mut stored = Vec::with_capacity(keys.len());
             for key in keys {
                 stored.push(match read_bucket(tx, key)? {
@@ -908,10 +908,16 @@ impl Store for SqliteStore {
                 reported: d.reported,
                 lease,
             })
-        })
+        });
+        super::taken(carry, decided)
     }
 
-    fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
+    fn peek(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        _: &mut Counters,
+    ) -> Result<Verdict, StoreError> {
         let (stored, now) = self.read(|conn, now| {
             let stored = match read_bucket(conn, key)? {
                 None => read_previous(conn, key)?,
@@ -922,8 +928,8 @@ impl Store for SqliteStore {
         Ok(decision::peek(stored.map(|s| s.bucket), policy, now))
     }
 
-    fn release(&mut self, leases: &[LeaseToken], unwritten: &Counters) -> Result<u64, StoreError> {
-        self.write(unwritten, |tx, delta, now| {
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+        let freed = self.write(carry, |tx, delta, now| {
             let mut freed = 0;
             for t in leases {
                 let n = tx
@@ -940,11 +946,12 @@ impl Store for SqliteStore {
                 freed += n as u64;
             }
             Ok(freed)
-        })
+        });
+        super::taken(carry, freed)
     }
 
-    fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
-        self.write(unwritten, |tx, delta, _| {
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+        let forgot = self.write(carry, |tx, delta, _| {
             let buckets = counts::delete_buckets(
                 tx,
                 "DELETE FROM buckets WHERE key = ?1 RETURNING allowed, denied_rate, denied_inflight",
@@ -968,9 +975,16 @@ impl Store for SqliteStore {
             }
             delta.refilled = buckets > 0;
             Ok(buckets > 0 || leases > 0)
-        })
+        });
+        super::taken(carry, forgot)
     }
 
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+        super::answer(self, q, carry)
+    }
+}
+
+impl RefillWatch for SqliteStore {
     fn refill_epoch(&mut self) -> RefillEpoch {
         // `opened` moves with every queue file opened: a count of another file (one made
         // anew after a truncation) is never taken for this one's.
@@ -979,11 +993,9 @@ impl Store for SqliteStore {
             None => RefillEpoch::Unknown,
         }
     }
+}
 
-    fn counts_denials_in_buckets(&self) -> bool {
-        true
-    }
-
+impl Batching for SqliteStore {
     /// A deny cache's denials, counted as those from snapshots are: into the buckets' rows with
     /// their recency, by this process's next write (or within a second, or at its end).
     fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError> {
@@ -997,6 +1009,20 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn tick(&mut self) {
+        self.flush_if_due();
+    }
+
+    fn flush(&mut self, carry: &mut Counters) -> Result<(), StoreError> {
+        if carry.is_zero() && self.noted.is_zero() && self.touched.is_empty() {
+            return Ok(());
+        }
+        let r = self.write(carry, |_, _, _| Ok(()));
+        super::taken(carry, r)
+    }
+}
+
+impl Reports for SqliteStore {
     fn stats(&mut self) -> Result<Stats, StoreError> {
         self.flush_if_due();
         let mut s = self.read(counts::read)?;
@@ -1014,11 +1040,9 @@ impl Store for SqliteStore {
         let touched = self.touched.clone();
         self.read(|conn, now| counts::top(conn, now, n, &touched))
     }
+}
 
-    fn tick(&mut self) {
-        self.flush_if_due();
-    }
-
+impl KeyRecords for SqliteStore {
     fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
         self.read(|conn, _| read_key_record(conn))
     }
@@ -1050,20 +1074,13 @@ impl Store for SqliteStore {
             Ok(true)
         })
     }
-
-    fn flush(&mut self, unwritten: &Counters) -> Result<(), StoreError> {
-        if unwritten.is_zero() && self.noted.is_zero() && self.touched.is_empty() {
-            return Ok(());
-        }
-        self.write(unwritten, |_, _, _| Ok(()))
-    }
 }
 
 impl Drop for SqliteStore {
     /// Writes what is still pending (a process ending normally loses no count); best effort.
     fn drop(&mut self) {
         if self.conn.is_some() {
-            let _ = self.flush(&Counters::default());
+            let _ = self.flush(&mut Counters::default());
         }
     }
 }
@@ -1106,10 +1123,10 @@ mod tests {
         assert!(caught.is_err(), "the injected panic did not happen");
         // Another worker, with no wait budget at all, decides at once: the lock is free...
         let mut other = open(&path, 0);
-        let a = other.acquire(&key(), &ask(), 60_000, &Counters::default());
+        let a = other.acquire(&key(), &ask(), 60_000, &mut Counters::default());
         assert!(a.as_ref().is_ok_and(|a| a.verdict.allowed), "{a:?}");
         // ...nothing of the panicked transaction stayed, and its worker decides normally too.
-        let a = panicking.acquire(&key(), &ask(), 60_000, &Counters::default());
+        let a = panicking.acquire(&key(), &ask(), 60_000, &mut Counters::default());
         assert_eq!(a.unwrap().verdict.remaining, 3);
         assert_eq!(other.stats().unwrap().counters.allowed, 2);
     }
@@ -1133,21 +1150,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rl.sqlite");
         let mut s = open(&path, 1_000);
-        s.acquire(&key(), &ask(), 60_000, &Counters::default())
+        s.acquire(&key(), &ask(), 60_000, &mut Counters::default())
             .unwrap();
         let mut child = queue::tests::holder(&queue::Queue::path_for(&path));
         queue::tests::signal(&child, libc::SIGSTOP);
         // SQLite's lock is free: the call decides, after waiting half its budget in the
         // queue...
         let t = Instant::now();
-        let a = s.acquire(&key(), &ask(), 60_000, &Counters::default());
+        let a = s.acquire(&key(), &ask(), 60_000, &mut Counters::default());
         let waited = t.elapsed();
         assert_eq!(a.unwrap().verdict.remaining, 3);
         assert!(waited >= Duration::from_millis(500), "{waited:?}");
         assert!(waited < Duration::from_secs(5), "{waited:?}");
         // ...and the next one goes straight to SQLite's lock.
         let t = Instant::now();
-        let a = s.acquire(&key(), &ask(), 60_000, &Counters::default());
+        let a = s.acquire(&key(), &ask(), 60_000, &mut Counters::default());
         assert_eq!(a.unwrap().verdict.remaining, 2);
         let took = t.elapsed();
         assert!(took < Duration::from_millis(400), "{took:?}");
@@ -1185,7 +1202,9 @@ mod tests {
                 0,
                 0,
             ];
-            let a = s.acquire(&k, &ask, 60_000, &Counters::default()).unwrap();
+            let a = s
+                .acquire(&k, &ask, 60_000, &mut Counters::default())
+                .unwrap();
             assert!(a.verdict.allowed);
         }
     }

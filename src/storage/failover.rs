@@ -1,0 +1,1017 @@
+//! [`Failover`]: a primary store (Redis) behind the host's breaker, and the host's local store
+//! (its SQLite file) deciding while the primary cannot; one layer, so that how a failed call is
+//! answered is said in one place ([`Failover::either`]).
+//!
+//! **The breaker.** Every call first reads the host's gate ([`HostBreaker::gate`], one atomic
+//! load): closed, it goes to the primary; open, it fails at once with an `Unreachable` error
+//! ([`OPEN`]), so that an outage costs each call nothing instead of a timeout. Past the gate,
+//! the rules ([`crate::core::breaker`]) decide under the file's lock whether this call is the
+//! host's one probe. Every failed call to the primary is counted as `redis_errors`; the faults
+//! that are outages ([`ErrorKind::is_outage`]) are fed to the rules; a server that answered, even
+//! to refuse our settings, is no outage, and a probe that met it closes the breaker. A fault of
+//! the breaker file itself never stops a decision: the call then goes to the primary as if
+//! closed.
+//!
+//! **The local fallback** (`ratelimit.redis_fallback=local`). A fault answered "unavailable"
+//! ([`ErrorKind::answer`]; the open breaker's is one) is decided instead by the local store,
+//! opened only when first needed: the verdict's source is [`Source::Fallback`], counted
+//! `fallback_decisions` in that store's same step. The limit becomes per host during the outage,
+//! never per worker. What an operator must fix stays the call's error. An opening of the host's
+//! breaker (made by exactly one process of the host, under the file's lock) is the host's
+//! switch: counted `fallback_switches` and logged once. Without a local store, the primary's
+//! fault is the call's, and the limiter answers "unavailable".
+//!
+//! Counts go down in the one `carry` (see [`Store`]): a failed call adds its `redis_errors`
+//! there, and whichever store next succeeds writes them. `ratelimit_stats()` sums both stores
+//! (with the primary down, the local ones alone) and reports the breaker's state.
+
+use super::hostbreaker::HostBreaker;
+use super::{
+    Acquired, AcquiredAll, Answer, Clock, Counters, ErrorKind, Query, RefillEpoch, Reply, Stats,
+    Store, StoreError, StoreExt,
+};
+use crate::core::breaker::{Admit, BreakerState};
+use crate::core::bucket::Policy;
+use crate::core::config::BreakerConfig;
+use crate::core::decision::{Ask, Source, Verdict};
+use crate::core::lease::LeaseToken;
+use crate::core::subject::BucketKey;
+use crate::opslog::{Event, OpsLog};
+use std::sync::Arc;
+
+/// The error of a call the open breaker refused (names no subject, nor the primary's address).
+pub const OPEN: &str = "primary store breaker open (redis not asked)";
+
+/// Opens the local store; called on the first need (never at startup), again after a failure.
+pub type LocalStore = Box<dyn FnMut() -> Result<Box<dyn Store>, StoreError>>;
+
+/// The host's breaker in front of the primary.
+struct Gate {
+    shared: HostBreaker,
+    cfg: BreakerConfig,
+    /// How long a probe holds the host's probe slot before another call may probe.
+    probe_timeout_ms: u64,
+    /// Shared by the host's processes (the system clock, or CLOCK_MONOTONIC, host-wide).
+    clock: Clock,
+}
+
+pub struct Failover {
+    primary: Box<dyn Store>,
+    gate: Option<Gate>,
+    open_local: Option<LocalStore>,
+    local: Option<Box<dyn Store>>,
+    /// See [`Failover::pause_after_failure`]: the clock and the pause, and the last failure.
+    pause: Option<(Clock, i64)>,
+    failed_at: Option<i64>,
+    log: Arc<OpsLog>,
+}
+
+impl Failover {
+    /// The primary alone: its faults are the calls' (until [`Self::breaker`] and
+    /// [`Self::local`] add the rest).
+    pub fn new(primary: Box<dyn Store>, log: Arc<OpsLog>) -> Self {
+        Self {
+            primary,
+            gate: None,
+            open_local: None,
+            local: None,
+            pause: None,
+            failed_at: None,
+            log,
+        }
+    }
+
+    /// Puts the host's breaker (`shared`, its file) in front of the primary. `probe_timeout_ms`:
+    /// how long a probe holds the host's probe slot (so that a probe killed mid-call frees it);
+    /// `clock`: shared by the host's processes.
+    pub fn breaker(
+        mut self,
+        shared: HostBreaker,
+        cfg: BreakerConfig,
+        probe_timeout_ms: u64,
+        clock: Clock,
+    ) -> Self {
+        self.gate = Some(Gate {
+            shared,
+            cfg,
+            probe_timeout_ms,
+            clock,
+        });
+        self
+    }
+
+    /// Decides with the store `open` makes while the primary cannot.
+    pub fn local(mut self, open: LocalStore) -> Self {
+        self.open_local = Some(open);
+        self
+    }
+
+    /// After a failure of the primary, goes straight to the local store for `ms` (the
+    /// primary's timeout): the later steps of the same PHP call (a decision after its key
+    /// check) never wait for a failing primary a second time, before the host's breaker opens.
+    /// `clock`: monotonic milliseconds.
+    pub fn pause_after_failure(mut self, clock: Clock, ms: u64) -> Self {
+        self.pause = Some((clock, ms.min(i64::MAX as u64) as i64));
+        self
+    }
+
+    fn primary_just_failed(&self) -> bool {
+        match (&self.pause, self.failed_at, &self.open_local) {
+            (Some((clock, ms)), Some(at), Some(_)) => {
+                let now = clock();
+                now >= at && now - at < *ms
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether this call may ask the primary, and as the probe or not.
+    fn admit(&mut self) -> Admit {
+        self.renew_shared();
+        let Some(g) = self.gate.as_mut() else {
+            return Admit::Pass;
+        };
+        let now = (g.clock)();
+        let gate = g.shared.gate();
+        if gate == 0 {
+            return Admit::Pass;
+        }
+        // A gate further ahead than any rule puts it is mended on the locked path.
+        let bound = now.saturating_add(g.cfg.retry_ms.max(g.probe_timeout_ms) as i64);
+        if now < gate && gate <= bound {
+            return Admit::Refuse;
+        }
+        let (cfg, timeout) = (g.cfg, g.probe_timeout_ms);
+        g.shared
+            .transition(now, |r| r.admit(&cfg, now, timeout))
+            .unwrap_or(Admit::Pass)
+    }
+
+    /// Shares the host's breaker again after its file was truncated under this process (one
+    /// log line, see `OpsLog`). Until the file can be opened anew, the call decides with what
+    /// the poisoned mapping holds: zeros, a closed breaker (the primary's answer decides).
+    fn renew_shared(&mut self) {
+        if let Some(g) = self.gate.as_mut() {
+            let _ = g.shared.renew();
+            if g.shared.take_truncated() {
+                let path = g.shared.path().display().to_string();
+                self.log.note(Event::StateFileDamaged, &path);
+            }
+        }
+    }
+
+    /// Runs `f` on the primary through the breaker; a failure adds its `redis_errors` to
+    /// `carry` and, if it is an outage, is fed to the breaker's rules.
+    fn ask_primary<T>(
+        &mut self,
+        carry: &mut Counters,
+        f: impl FnOnce(&mut dyn Store, &mut Counters) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let admit = self.admit();
+        if admit == Admit::Refuse {
+            return Err(StoreError::new(ErrorKind::Unreachable, OPEN));
+        }
+        let result = f(self.primary.as_mut(), carry);
+        let Some(g) = self.gate.as_mut() else {
+            return result;
+        };
+        let (now, cfg) = ((g.clock)(), g.cfg);
+        let outage = result.as_ref().err().filter(|e| e.kind().is_outage());
+        if outage.is_none() {
+            if let Some(p) = admit.probe() {
+                let closed = g.shared.transition(now, |r| {
+                    r.succeeded(Some(p));
+                    !r.open
+                });
+                if closed.unwrap_or(false) {
+                    self.log.note(Event::BreakerClosed, "redis");
+                }
+            }
+        }
+        if result.is_err() {
+            carry.redis_errors += 1;
+        }
+        if let Some(e) = outage {
+            let opened = g
+                .shared
+                .transition(now, |r| r.failed(&cfg, now, admit.probe()));
+            if opened.unwrap_or(false) {
+                if self.open_local.is_some() {
+                    carry.fallback_switches += 1;
+                    self.log.note(Event::FallbackSwitched, e.what());
+                } else {
+                    self.log.note(Event::BreakerOpened, e.what());
+                }
+            }
+        }
+        result
+    }
+
+    /// The local store, opened if needed; None when there is no fallback.
+    fn local_store(&mut self) -> Option<Result<&mut Box<dyn Store>, StoreError>> {
+        if self.local.is_none() {
+            let open = self.open_local.as_mut()?;
+            match open() {
+                Ok(s) => self.local = Some(s),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        self.local.as_mut().map(Ok)
+    }
+
+    /// How a call is answered, in one place: `f` on the primary; on a fault answered
+    /// "unavailable" ([`ErrorKind::answer`]) `f` on the local store, when there is one, with
+    /// `extra` counted in its step (a fallback decision). True when the local store answered.
+    fn either<T>(
+        &mut self,
+        carry: &mut Counters,
+        extra: Counters,
+        mut f: impl FnMut(&mut dyn Store, &mut Counters) -> Result<T, StoreError>,
+    ) -> Result<(T, bool), StoreError> {
+        if !self.primary_just_failed() {
+            let e = match self.ask_primary(carry, &mut f) {
+                Ok(v) => return Ok((v, false)),
+                Err(e) => e,
+            };
+            if e.kind().answer() == Answer::Error {
+                return Err(e);
+            }
+            if let Some((clock, _)) = &self.pause {
+                self.failed_at = Some(clock());
+            }
+            if self.open_local.is_none() {
+                return Err(e);
+            }
+        }
+        let mut carried = *carry;
+        carried.add(&extra);
+        let local = match self.local_store() {
+            None => {
+                return Err(StoreError::new(
+                    ErrorKind::Unreachable,
+                    "primary store unavailable and no local fallback",
+                ))
+            }
+            Some(local) => local?,
+        };
+        let v = f(local.as_mut(), &mut carried)?;
+        // Written by the local store's step (cleared), or, for a read, still to be written.
+        *carry = carried;
+        Ok((v, true))
+    }
+
+    /// The breaker's state; None without one.
+    fn state(&mut self) -> Option<BreakerState> {
+        let g = self.gate.as_mut()?;
+        let now = (g.clock)();
+        let cfg = g.cfg;
+        Some(
+            g.shared
+                .record(now)
+                .map_or(BreakerState::Closed, |r| r.state(&cfg, now)),
+        )
+    }
+
+    /// Both stores' stats summed; with the primary unavailable, the local ones.
+    fn stats(&mut self, carry: &mut Counters) -> Result<Stats, StoreError> {
+        let primary = self.ask_primary(carry, |s, c| s.stats(c));
+        let local = self
+            .local_store()
+            .map(|l| l.and_then(|l| l.stats(&mut Counters::default())));
+        let mut s = match (primary, local) {
+            (Ok(p), None) | (Ok(p), Some(Err(_))) => p,
+            (Ok(p), Some(Ok(l))) => add(&p, &l),
+            (Err(e), Some(Ok(l))) if e.kind().answer() == Answer::Unavailable => l,
+            (Err(e), _) => return Err(e),
+        };
+        s.breaker = self.state();
+        Ok(s)
+    }
+}
+
+fn add(a: &Stats, b: &Stats) -> Stats {
+    let mut s = *a;
+    s.counters.add(&b.counters);
+    s.entries += b.entries;
+    s.live_leases += b.live_leases;
+    s
+}
+
+/// What a decision by the local store counts besides its reason.
+const FALLBACK_DECISION: Counters = {
+    let mut c = Counters::ZERO;
+    c.fallback_decisions = 1;
+    c
+};
+
+impl Store for Failover {
+    fn acquire(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        carry: &mut Counters,
+    ) -> Result<Acquired, StoreError> {
+        let (mut a, local) = self.either(carry, FALLBACK_DECISION, |s, c| {
+            s.acquire(key, ask, lease_ttl_ms, c)
+        })?;
+        if local {
+            a.verdict.source = Source::Fallback;
+        }
+        Ok(a)
+    }
+
+    /// As [`Store::acquire`]: the local store decides the whole compound call when the
+    /// primary cannot, in its own single step.
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        carry: &mut Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        let (mut a, local) = self.either(carry, FALLBACK_DECISION, |s, c| {
+            s.acquire_all(keys, asks, lease_ttl_ms, c)
+        })?;
+        if local {
+            a.verdict.source = Source::Fallback;
+            for v in &mut a.each {
+                v.source = Source::Fallback;
+            }
+        }
+        Ok(a)
+    }
+
+    fn peek(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        carry: &mut Counters,
+    ) -> Result<Verdict, StoreError> {
+        let (mut v, local) = self.either(carry, Counters::ZERO, |s, c| s.peek(key, policy, c))?;
+        if local {
+            v.source = Source::Fallback;
+        }
+        Ok(v)
+    }
+
+    /// A lease lives in the store that took it: the primary first, then, for those it did not
+    /// find (or when it is unavailable), the local store. Unavailable and not all found
+    /// locally: the primary's error, so that the caller tries again later. The local store's
+    /// release writes none of the carried counts: they wait for the next step.
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+        let all = leases.len() as u64;
+        match self.ask_primary(carry, |s, c| s.release(leases, c)) {
+            Ok(n) if n >= all => Ok(n),
+            Ok(n) => {
+                let local = match self.local_store() {
+                    Some(Ok(l)) => l.release(leases, &mut Counters::default()).unwrap_or(0),
+                    _ => 0,
+                };
+                Ok(n + local)
+            }
+            Err(e) if e.kind().answer() == Answer::Error => Err(e),
+            Err(e) => match self.local_store() {
+                Some(Ok(l)) => match l.release(leases, &mut Counters::default()) {
+                    Ok(n) if n >= all => Ok(n),
+                    _ => Err(e),
+                },
+                _ => Err(e),
+            },
+        }
+    }
+
+    /// Forgets the bucket in both stores (the local one may keep what an outage decided).
+    /// The primary unavailable: its error, after the local store forgot it too.
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+        let primary = self.ask_primary(carry, |s, c| s.reset(key, c));
+        let local = match self.local_store() {
+            Some(Ok(l)) => l.reset(key, &mut Counters::default()).unwrap_or(false),
+            _ => false,
+        };
+        Ok(primary? || local)
+    }
+
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+        match q {
+            Query::Stats => self.stats(carry).map(Reply::Stats),
+            // A deny cache in front sees the decisions of two stores: it tracks no epoch.
+            Query::RefillEpoch => Ok(Reply::Epoch(RefillEpoch::Untracked)),
+            // Denials answered in front of the primary's decisions are the primary's.
+            Query::AddDenials(_) => self.ask_primary(carry, |s, c| s.serve(q, c)),
+            // Never a call to an unavailable primary: not at the end of each request.
+            Query::Tick => {
+                self.renew_shared();
+                if self.gate.as_ref().is_none_or(|g| g.shared.gate() == 0) {
+                    self.primary.tick(carry);
+                }
+                if let Some(l) = self.local.as_mut() {
+                    l.tick(&mut Counters::default());
+                }
+                Ok(Reply::Done)
+            }
+            Query::Flush => match self.ask_primary(carry, |s, c| s.flush(c)) {
+                Ok(()) => {
+                    if let Some(l) = self.local.as_mut() {
+                        let _ = l.flush(&mut Counters::default());
+                    }
+                    Ok(Reply::Done)
+                }
+                Err(e) => match self.local.as_mut().map(|l| l.flush(carry)) {
+                    Some(Ok(())) => Ok(Reply::Done),
+                    _ => Err(e),
+                },
+            },
+            Query::Top(_) | Query::KeyRecord | Query::RecordKey(..) => self
+                .either(carry, Counters::ZERO, |s, c| s.serve(q, c))
+                .map(|(r, _)| r),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::decision::Reason;
+    use crate::storage::fake::{key, Fake, Manual};
+    use std::cell::Cell;
+    use std::os::unix::fs::PermissionsExt;
+    use std::rc::Rc;
+
+    const CFG: BreakerConfig = BreakerConfig {
+        failures: 3,
+        window_ms: 10_000,
+        retry_ms: 1_000,
+    };
+
+    fn ask(inflight: u64) -> Ask {
+        Ask::new(Policy::new(2, 60_000).unwrap(), 1, inflight)
+    }
+
+    /// One host: its breaker file, a clock, the primary every worker asks and the host's
+    /// local store.
+    struct Host {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        time: Manual,
+        primary: Fake,
+        local: Fake,
+        opened: Rc<Cell<u32>>,
+        lines: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    fn host() -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let path = dir.path().join("db.sqlite.breaker");
+        let time = Manual::at(1_000);
+        Host {
+            _dir: dir,
+            path,
+            primary: Fake::new(time.clock()),
+            local: Fake::new(time.clock()),
+            time,
+            opened: Rc::default(),
+            lines: Arc::default(),
+        }
+    }
+
+    impl Host {
+        fn log(&self) -> Arc<OpsLog> {
+            let lines = Arc::clone(&self.lines);
+            OpsLog::new(
+                move |l| lines.lock().unwrap().push(l.to_string()),
+                self.time.clock(),
+            )
+        }
+
+        fn lines(&self) -> Vec<String> {
+            self.lines.lock().unwrap().clone()
+        }
+
+        fn factory(&self) -> LocalStore {
+            let (local, opened) = (self.local.clone(), Rc::clone(&self.opened));
+            Box::new(move || {
+                opened.set(opened.get() + 1);
+                Ok(local.boxed())
+            })
+        }
+
+        fn with_breaker(&self, f: Failover, cfg: BreakerConfig) -> Failover {
+            f.breaker(
+                HostBreaker::open(&self.path).unwrap(),
+                cfg,
+                50,
+                self.time.clock(),
+            )
+        }
+
+        /// A worker with the breaker only (`ratelimit.redis_fallback=none`).
+        fn breaker_only(&self) -> Failover {
+            self.with_breaker(Failover::new(self.primary.boxed(), self.log()), CFG)
+        }
+
+        /// A worker with the local fallback only.
+        fn fallback_only(&self) -> Failover {
+            Failover::new(self.primary.boxed(), OpsLog::none()).local(self.factory())
+        }
+
+        /// A worker with both, as shipped (breaker of 2 failures).
+        fn worker(&self) -> Failover {
+            let cfg = BreakerConfig { failures: 2, ..CFG };
+            self.with_breaker(
+                Failover::new(self.primary.boxed(), self.log()).local(self.factory()),
+                cfg,
+            )
+        }
+    }
+
+    fn acquire(f: &mut Failover, inflight: u64) -> Result<Acquired, StoreError> {
+        f.acquire(&key(1), &ask(inflight), 60_000, &mut Counters::default())
+    }
+
+    fn stats(f: &mut Failover) -> Result<Stats, StoreError> {
+        (f as &mut dyn Store).stats(&mut Counters::default())
+    }
+
+    /// Fails the primary three times: the host's breaker opens.
+    fn open_it(h: &Host, f: &mut Failover) {
+        h.primary.fail(Some(ErrorKind::Timeout));
+        for _ in 0..3 {
+            assert_eq!(acquire(f, 0).unwrap_err().kind(), ErrorKind::Timeout);
+        }
+    }
+
+    // The breaker.
+
+    #[test]
+    fn a_call_whose_breaker_file_was_truncated_asks_the_primary_and_the_next_opens_it_anew() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let other = Fake::new(h.time.clock());
+        let mut b = h.with_breaker(Failover::new(other.boxed(), h.log()), CFG);
+        open_it(&h, &mut a);
+        h.lines.lock().unwrap().clear();
+        assert_eq!(acquire(&mut b, 0).unwrap_err().what(), OPEN);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&h.path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        // The gate reads zeros (a fault, on private memory): closed; the primary decides.
+        assert!(acquire(&mut b, 0).unwrap().verdict.allowed);
+        assert_eq!(other.calls(), 1);
+        assert!(h.lines().is_empty());
+        // The next call opens the file anew (extended, rebuilt closed) and says so once.
+        assert!(acquire(&mut b, 0).unwrap().verdict.allowed);
+        assert_eq!(
+            std::fs::metadata(&h.path).unwrap().len(),
+            crate::storage::hostbreaker::LEN as u64
+        );
+        let lines = h.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("truncated") && lines[0].contains(h.path.to_str().unwrap()),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn closed_it_passes_calls_and_their_answers_through() {
+        let h = host();
+        let mut b = h.breaker_only();
+        assert!(acquire(&mut b, 0).unwrap().verdict.allowed);
+        assert_eq!(h.primary.calls(), 1);
+        assert_eq!(b.state(), Some(BreakerState::Closed));
+    }
+
+    #[test]
+    fn open_it_gates_compound_calls_too() {
+        let h = host();
+        let mut b = h.breaker_only();
+        open_it(&h, &mut b);
+        let calls = h.primary.calls();
+        let e = b
+            .acquire_all(
+                &[key(1), key(2)],
+                &[ask(0), ask(0)],
+                60_000,
+                &mut Counters::default(),
+            )
+            .unwrap_err();
+        assert_eq!((e.kind(), e.what()), (ErrorKind::Unreachable, OPEN));
+        assert_eq!(h.primary.calls(), calls, "the primary was not asked");
+    }
+
+    #[test]
+    fn open_it_fails_fast_without_calling_the_primary() {
+        let h = host();
+        let mut b = h.breaker_only();
+        open_it(&h, &mut b);
+        let calls = h.primary.calls();
+        for _ in 0..100 {
+            let e = acquire(&mut b, 0).unwrap_err();
+            assert_eq!((e.kind(), e.what()), (ErrorKind::Unreachable, OPEN));
+        }
+        assert!(b
+            .peek(&key(1), &ask(0).policy, &mut Counters::default())
+            .is_err());
+        assert_eq!(h.primary.calls(), calls, "the primary was not asked");
+        assert_eq!(b.state(), Some(BreakerState::Open));
+    }
+
+    #[test]
+    fn one_workers_failures_open_it_for_every_worker_of_the_host() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let other = Fake::new(h.time.clock());
+        let mut b = h.with_breaker(Failover::new(other.boxed(), OpsLog::none()), CFG);
+        open_it(&h, &mut a);
+        assert!(acquire(&mut b, 0).is_err());
+        assert_eq!(other.calls(), 0, "b never paid for the outage");
+    }
+
+    #[test]
+    fn an_opening_is_logged_once_by_the_worker_that_made_it() {
+        let h = host();
+        let (mut a, mut b) = (h.breaker_only(), h.breaker_only());
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut a, 0).unwrap_err();
+        acquire(&mut b, 0).unwrap_err();
+        acquire(&mut a, 0).unwrap_err(); // the third of the host's: a opens it
+        acquire(&mut b, 0).unwrap_err(); // refused
+        acquire(&mut a, 0).unwrap_err(); // refused
+        let lines = h.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("host breaker open"), "{lines:?}");
+    }
+
+    #[test]
+    fn after_retry_ms_one_probe_goes_through_and_its_success_closes_it() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let other = Fake::new(h.time.clock());
+        let mut b = h.with_breaker(Failover::new(other.boxed(), OpsLog::none()), CFG);
+        open_it(&h, &mut a);
+        h.primary.fail(None);
+        h.time.set(1_000 + 1_000);
+        assert_eq!(a.state(), Some(BreakerState::HalfOpen));
+        // a holds the probe while b comes: b is refused (simulated by taking the slot first).
+        let slot = a.admit();
+        assert!(slot.probe().is_some());
+        assert!(acquire(&mut b, 0).is_err());
+        assert_eq!(other.calls(), 0);
+        // The slot's holder died; its deadline (50 ms) passes; b probes and succeeds.
+        h.time.set(2_050);
+        assert!(acquire(&mut b, 0).unwrap().verdict.allowed);
+        assert_eq!(b.state(), Some(BreakerState::Closed));
+        assert!(acquire(&mut a, 0).is_ok());
+    }
+
+    #[test]
+    fn a_failed_probe_reopens_it() {
+        let h = host();
+        let mut a = h.breaker_only();
+        open_it(&h, &mut a);
+        h.time.set(2_000);
+        let calls = h.primary.calls();
+        assert_eq!(acquire(&mut a, 0).unwrap_err().kind(), ErrorKind::Timeout);
+        assert_eq!(h.primary.calls(), calls + 1, "the probe asked the primary");
+        assert_eq!(a.state(), Some(BreakerState::Open));
+        h.time.set(2_999);
+        assert_eq!(acquire(&mut a, 0).unwrap_err().what(), OPEN);
+        assert_eq!(h.primary.calls(), calls + 1);
+    }
+
+    #[test]
+    fn every_failed_call_is_a_redis_error_of_any_kind_and_refusals_are_not() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let mut carry = Counters::default();
+        for kind in [
+            ErrorKind::Misconfigured,
+            ErrorKind::Io,
+            ErrorKind::Unreachable,
+            ErrorKind::Timeout,
+        ] {
+            h.primary.fail(Some(kind));
+            a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
+        }
+        let e = a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
+        assert_eq!(e.what(), OPEN, "refused: open");
+        assert_eq!(carry.redis_errors, 4);
+    }
+
+    #[test]
+    fn a_server_refusing_our_settings_never_opens_the_breaker() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let mut carry = Counters::default();
+        h.primary.fail(Some(ErrorKind::Misconfigured));
+        for _ in 0..20 {
+            let e = a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Misconfigured);
+        }
+        assert_eq!(a.state(), Some(BreakerState::Closed));
+        assert_eq!(carry.redis_errors, 20);
+    }
+
+    #[test]
+    fn a_probe_meeting_a_server_that_refuses_our_settings_closes_the_breaker() {
+        let h = host();
+        let mut a = h.breaker_only();
+        open_it(&h, &mut a);
+        h.time.set(2_000);
+        h.primary.fail(Some(ErrorKind::Misconfigured));
+        assert_eq!(
+            acquire(&mut a, 0).unwrap_err().kind(),
+            ErrorKind::Misconfigured
+        );
+        assert_eq!(a.state(), Some(BreakerState::Closed));
+        // Every call then asks the server, and gets the error the operator must fix.
+        assert_eq!(
+            acquire(&mut a, 0).unwrap_err().kind(),
+            ErrorKind::Misconfigured
+        );
+    }
+
+    #[test]
+    fn carried_redis_errors_are_written_by_the_next_successful_call_once() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let mut carry = Counters::default();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
+        let e = (&mut a as &mut dyn Store).stats(&mut carry).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        h.primary.fail(None);
+        a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap();
+        a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap();
+        assert_eq!(h.primary.written().redis_errors, 2);
+        assert_eq!(carry, Counters::default());
+        assert_eq!(stats(&mut a).unwrap().counters.redis_errors, 2);
+    }
+
+    #[test]
+    fn stats_report_the_breaker_state() {
+        let h = host();
+        let mut a = h.breaker_only();
+        assert_eq!(stats(&mut a).unwrap().breaker, Some(BreakerState::Closed));
+    }
+
+    // The local fallback.
+
+    #[test]
+    fn a_failed_primary_is_not_asked_again_within_the_pause() {
+        let h = host();
+        let mut f = h.fallback_only().pause_after_failure(h.time.clock(), 50);
+        h.primary.fail(Some(ErrorKind::Timeout));
+        // The key check fails over, then the decision of the same call goes local at once.
+        (&mut f as &mut dyn Store)
+            .key_record(&mut Counters::default())
+            .unwrap();
+        let asked = h.primary.calls();
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(a.verdict.source, Source::Fallback);
+        assert_eq!(
+            h.primary.calls(),
+            asked,
+            "the primary was not asked within the pause"
+        );
+        // After the pause it is asked again (and answers, now that it works).
+        h.primary.fail(None);
+        h.time.set(1_050);
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(a.verdict.source, Source::Store);
+        assert_eq!(h.primary.calls(), asked + 1);
+    }
+
+    #[test]
+    fn a_compound_call_is_decided_locally_while_the_primary_is_unavailable() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        let a = f
+            .acquire_all(
+                &[key(1), key(2)],
+                &[ask(0), ask(0)],
+                60_000,
+                &mut Counters::default(),
+            )
+            .unwrap();
+        assert!(a.verdict.allowed);
+        assert!(a
+            .each
+            .iter()
+            .chain([&a.verdict])
+            .all(|v| v.source == Source::Fallback));
+        assert_eq!(h.local.written().fallback_decisions, 1);
+    }
+
+    #[test]
+    fn the_primary_decides_while_it_answers_and_the_local_store_is_not_opened() {
+        let h = host();
+        let mut f = h.fallback_only();
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(a.verdict.source, Source::Store);
+        assert_eq!(h.opened.get(), 0, "not opened before it is needed");
+    }
+
+    #[test]
+    fn on_a_transient_or_storage_fault_the_local_store_decides_and_says_so() {
+        for kind in [ErrorKind::Timeout, ErrorKind::Unreachable, ErrorKind::Io] {
+            let h = host();
+            let mut f = h.fallback_only();
+            h.primary.fail(Some(kind));
+            let a = acquire(&mut f, 0).unwrap();
+            assert_eq!(
+                (a.verdict.allowed, a.verdict.source),
+                (true, Source::Fallback)
+            );
+            assert_eq!(h.local.written().allowed, 1, "{kind:?}");
+            assert_eq!(
+                h.local.written().fallback_decisions,
+                1,
+                "counted in the same step"
+            );
+        }
+    }
+
+    #[test]
+    fn the_local_store_keeps_its_own_buckets_for_the_host() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        acquire(&mut f, 0).unwrap();
+        let a = acquire(&mut f, 0).unwrap();
+        assert_eq!(
+            (a.verdict.reason, a.verdict.source),
+            (Reason::Rate, Source::Fallback)
+        );
+    }
+
+    #[test]
+    fn a_misconfigured_primary_is_an_error_not_a_fallback() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Misconfigured));
+        assert_eq!(
+            acquire(&mut f, 0).unwrap_err().kind(),
+            ErrorKind::Misconfigured
+        );
+        assert_eq!(h.local.calls(), 0);
+    }
+
+    #[test]
+    fn without_a_local_store_the_primarys_fault_is_the_answer() {
+        let h = host();
+        let mut f = Failover::new(h.primary.boxed(), OpsLog::none());
+        h.primary.fail(Some(ErrorKind::Timeout));
+        assert_eq!(acquire(&mut f, 0).unwrap_err().kind(), ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn a_local_store_that_cannot_be_opened_is_tried_again_at_the_next_need() {
+        let h = host();
+        let tries = Rc::new(Cell::new(0));
+        let open: LocalStore = {
+            let (local, tries) = (h.local.clone(), Rc::clone(&tries));
+            Box::new(move || {
+                tries.set(tries.get() + 1);
+                if tries.get() == 1 {
+                    Err(StoreError::new(ErrorKind::Busy, "local busy"))
+                } else {
+                    Ok(local.boxed())
+                }
+            })
+        };
+        let mut f = Failover::new(h.primary.boxed(), OpsLog::none()).local(open);
+        h.primary.fail(Some(ErrorKind::Timeout));
+        assert_eq!(acquire(&mut f, 0).unwrap_err().what(), "local busy");
+        assert_eq!(acquire(&mut f, 0).unwrap().verdict.source, Source::Fallback);
+        assert_eq!(tries.get(), 2);
+    }
+
+    #[test]
+    fn a_lease_taken_by_the_fallback_is_released_there() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        let lease = acquire(&mut f, 1).unwrap().lease.unwrap();
+        h.primary.fail(None);
+        assert_eq!(f.release(&[lease], &mut Counters::default()).unwrap(), 1);
+        assert!(h.local.0.borrow().leases.is_empty());
+        assert_eq!(h.primary.calls(), 2, "the primary was asked first");
+    }
+
+    #[test]
+    fn a_release_of_a_primary_lease_while_it_is_down_is_an_error_to_try_again() {
+        let h = host();
+        let mut f = h.fallback_only();
+        let lease = acquire(&mut f, 1).unwrap().lease.unwrap();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        let mut carried = Counters {
+            unavailable: 1,
+            ..Counters::default()
+        };
+        assert!(f.release(&[lease], &mut carried).is_err());
+        assert_eq!(
+            h.local.written().unavailable,
+            0,
+            "the caller's counts not written"
+        );
+        assert_eq!(carried.unavailable, 1, "still the caller's to write");
+    }
+
+    #[test]
+    fn carried_counts_are_written_once_by_the_next_successful_step() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        let mut carried = Counters {
+            unavailable: 1,
+            ..Counters::default()
+        };
+        acquire(&mut f, 0).unwrap();
+        f.acquire(&key(1), &ask(0), 60_000, &mut carried).unwrap();
+        assert_eq!(carried, Counters::default());
+        h.primary.fail(None);
+        acquire(&mut f, 0).unwrap();
+        let (p, l) = (h.primary.written(), h.local.written());
+        assert_eq!(l.unavailable + p.unavailable, 1);
+        assert_eq!(l.fallback_decisions + p.fallback_decisions, 2);
+    }
+
+    #[test]
+    fn stats_sum_both_stores_and_fall_back_to_the_local_ones() {
+        let h = host();
+        let mut f = h.fallback_only();
+        acquire(&mut f, 0).unwrap();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        let s = stats(&mut f).unwrap();
+        assert_eq!((s.counters.allowed, s.counters.fallback_decisions), (1, 1));
+        h.primary.fail(None);
+        let s = stats(&mut f).unwrap();
+        assert_eq!((s.counters.allowed, s.entries), (2, 2));
+    }
+
+    #[test]
+    fn a_reset_forgets_the_bucket_in_both_stores() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        h.primary.fail(None);
+        acquire(&mut f, 0).unwrap();
+        assert!(f.reset(&key(1), &mut Counters::default()).unwrap());
+        assert!(h.primary.0.borrow().buckets.is_empty());
+        assert!(h.local.0.borrow().buckets.is_empty());
+    }
+
+    // Both, as shipped: two workers of one host.
+
+    #[test]
+    fn a_switch_is_counted_once_per_host_however_many_workers_fall_back() {
+        let h = host();
+        let (mut a, mut b) = (h.worker(), h.worker());
+        let (mut ca, mut cb) = (Counters::default(), Counters::default());
+        h.primary.fail(Some(ErrorKind::Timeout));
+        for _ in 0..5 {
+            a.acquire(&key(1), &ask(0), 60_000, &mut ca).unwrap();
+            b.acquire(&key(1), &ask(0), 60_000, &mut cb).unwrap();
+        }
+        assert_eq!(h.local.written().fallback_switches, 1);
+        assert_eq!(h.local.written().fallback_decisions, 10);
+        assert_eq!(
+            h.local.written().redis_errors,
+            2,
+            "the two that opened it; then none asked"
+        );
+        assert_eq!(h.primary.calls(), 2);
+        assert_eq!(stats(&mut a).unwrap().breaker, Some(BreakerState::Open));
+        let lines = h.lines();
+        assert_eq!(lines.len(), 1, "one line per switch: {lines:?}");
+        assert!(lines[0].contains("fallback"), "{lines:?}");
+    }
+
+    #[test]
+    fn with_the_breaker_open_decisions_are_fast_and_local() {
+        let h = host();
+        let mut a = h.worker();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut a, 0).unwrap();
+        acquire(&mut a, 0).unwrap();
+        let calls = h.primary.calls();
+        let d = acquire(&mut a, 0).unwrap();
+        assert_eq!(d.verdict.source, Source::Fallback);
+        assert_eq!(h.primary.calls(), calls);
+        // After retry_ms the probe finds the primary back: the store decides again.
+        h.primary.fail(None);
+        h.time.set(2_000);
+        assert_eq!(acquire(&mut a, 0).unwrap().verdict.source, Source::Store);
+        assert_eq!(stats(&mut a).unwrap().breaker, Some(BreakerState::Closed));
+    }
+}
