@@ -6,53 +6,41 @@
 //! is) and costs no fsync; a power cut can lose the last few decisions, which only ever gives
 //! tokens back to clients as if a little time had passed.
 
+mod buckets;
 mod busy;
+mod connection;
 mod counts;
 mod evict;
 mod file;
+mod keys;
 mod queue;
 mod requests;
 mod schema;
+mod snapshot;
 mod tx;
 
 use super::{
-    Acquired, AcquiredAll, Batching, BucketView, Clock, Counters, ErrorKind, KeyRecords, Query,
-    RefillEpoch, RefillWatch, Reply, Reports, Stats, Store, StoreError,
+    Acquired, AcquiredAll, Batching, BucketView, Clock, Counters, Query, RefillEpoch, RefillWatch,
+    Reply, Reports, Stats, Store, StoreError,
 };
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::compound;
-use crate::core::decision::{self, Ask, Reason, Verdict};
-use crate::core::keyswitch::{Fingerprint, KeyRecord, STAMP_NOW};
-use crate::core::lease::{self, LeaseToken, Slots};
-use crate::core::request::Judgement;
+use crate::core::decision::{self, Ask, Request, Verdict};
+use crate::core::lease::{LeaseId, LeaseToken};
 use crate::core::subject::{BucketKey, Pseudonym};
 use crate::opslog::{Event, OpsLog};
 use busy::Budget;
 use counts::{Delta, Touch};
-use rusqlite::hooks::Wal;
-use rusqlite::wal::CheckpointMode;
-use rusqlite::{params, Connection, ErrorCode, FileControl, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, ErrorCode};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::AtomicI32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tx::{ReadTx, WriteTx};
+use tx::WriteTx;
 
-/// How often a process checks that the path still names the file it has open.
-const MOVED_CHECK: Duration = Duration::from_secs(1);
 /// How long counts of denials served from snapshots may wait to be written.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
-/// How many buckets a process remembers as admitting.
-const ADMITTING_MAX: usize = 4_096;
-/// WAL frames (pages) from which a commit checkpoints: SQLite's own default threshold.
-const CHECKPOINT_FRAMES: i32 = 1_000;
-/// How long a checkpoint may wait for other workers' transactions to end.
-const CHECKPOINT_WAIT: Duration = Duration::from_millis(10);
-/// How long a process leaves checkpoints to others after one could not finish.
-const CHECKPOINT_BACKOFF: Duration = Duration::from_secs(1);
-/// How long a process goes without the write queue after it could not be opened.
-const QUEUE_RETRY: Duration = Duration::from_secs(1);
 
 pub struct SqliteStore {
     /// None until the first call, and after the file was found removed, replaced or corrupt:
@@ -131,247 +119,6 @@ impl SqliteStore {
         let mut store = Self::new(path, busy_timeout_ms, max_entries, clock, OpsLog::none());
         store.connection()?;
         Ok(store)
-    }
-
-    /// The open connection, opening the path first when there is none, or when the file it
-    /// has open was removed, renamed or replaced (checked at most once per [`MOVED_CHECK`]).
-    fn connection(&mut self) -> Result<&Connection, StoreError> {
-        if let Some(conn) = &self.conn {
-            if self.checked_at.elapsed() >= MOVED_CHECK {
-                self.checked_at = Instant::now();
-                let mut moved = 0;
-                let _ = conn.file_control(Some("main"), FileControl::HasMoved(&mut moved));
-                if moved != 0 {
-                    self.retire();
-                    self.noted.reopened += 1;
-                    self.log
-                        .note(Event::Reopened, &self.path.display().to_string());
-                }
-                if self.queue.as_ref().is_some_and(|q| !q.is_current()) {
-                    self.queue = None;
-                }
-            }
-        }
-        if self.conn.is_none() {
-            self.budget.arm_for_open();
-            let conn = self.connect()?;
-            self.conn = Some(conn);
-            self.opened += 1;
-            self.checked_at = Instant::now();
-        }
-        if self.queue.as_ref().is_some_and(queue::Queue::is_stale) {
-            // Truncated, re-initialised or damaged under us (the last call went without it).
-            self.queue = None;
-            let path = queue::Queue::path_for(&self.path);
-            self.log
-                .note(Event::StateFileDamaged, &path.display().to_string());
-        }
-        if self.queue.is_none() && self.queue_retry_at.is_none_or(|t| Instant::now() >= t) {
-            self.open_queue();
-        }
-        Ok(self.conn.as_ref().expect("opened above"))
-    }
-
-    /// Opens the host's write queue. It is only an optimisation (see [`queue`]): when it
-    /// cannot be opened (a file that is not ours, a full disk), calls go without it, the
-    /// operations log says so, and it is tried again a second later.
-    fn open_queue(&mut self) {
-        let path = queue::Queue::path_for(&self.path);
-        match queue::Queue::open(&path) {
-            Ok(q) => {
-                self.queue = Some(q);
-                self.opened += 1;
-                self.queue_retry_at = None;
-            }
-            Err(e) => {
-                self.queue_retry_at = Some(Instant::now() + QUEUE_RETRY);
-                self.log.note(Event::QueueUnusable, &e.to_string());
-            }
-        }
-    }
-
-    /// After a commit that left the WAL at [`CHECKPOINT_FRAMES`] or more: copies it into the
-    /// database and has the next writer start it from the beginning (`RESTART`).
-    ///
-    /// Why not SQLite's automatic checkpoint: it is `PASSIVE`, which never waits, and with
-    /// several workers writing there is always a frame newer than what it copied, so the WAL
-    /// never restarts; it grows, and from then on every commit checkpoints again (two
-    /// fsyncs). Measured with 6 php-fpm workers admitting on one subject (`strace -c -f` of
-    /// one worker): 0.4 fsync per request, the WAL at 4.7 MB. A `RESTART` waits (at most
-    /// [`CHECKPOINT_WAIT`]) until the transactions in flight end, so the WAL stays about
-    /// `CHECKPOINT_FRAMES` pages long and costs two fsyncs per that many frames. One that
-    /// cannot finish in time (a worker stopped inside a transaction) is left to others for
-    /// [`CHECKPOINT_BACKOFF`], so a stuck reader never slows every commit.
-    fn checkpoint(&mut self) {
-        if self.wal_frames.load(Ordering::Relaxed) < CHECKPOINT_FRAMES
-            || self
-                .checkpoint_backoff_until
-                .is_some_and(|t| Instant::now() < t)
-        {
-            return;
-        }
-        let Some(conn) = &self.conn else { return };
-        self.budget.arm_for(CHECKPOINT_WAIT);
-        let done = matches!(
-            conn.wal_checkpoint_v2(Some(rusqlite::MAIN_DB), CheckpointMode::RESTART),
-            Ok((frames, copied)) if frames == copied
-        );
-        self.wal_frames.store(0, Ordering::Relaxed);
-        self.checkpoint_backoff_until = (!done).then(|| Instant::now() + CHECKPOINT_BACKOFF);
-    }
-
-    /// Closes a connection whose file is no longer (or no longer validly) at the path, without
-    /// letting SQLite delete `-wal`/`-shm` by name on close: those names may already belong to
-    /// the new database.
-    fn retire(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            close_keeping_sidecars(conn);
-        }
-    }
-
-    fn connect(&self) -> Result<Connection, StoreError> {
-        let cannot_open = |e: std::io::Error| {
-            StoreError::new(
-                ErrorKind::Misconfigured,
-                format!("cannot open database {}", self.path.display()),
-            )
-            .with_source(e)
-        };
-        // A file that is not there yet is created under the directory lock, with any stale
-        // -wal/-shm cleared first; one that exists is opened without it.
-        let _lock = if self.path.exists() {
-            None
-        } else {
-            let deadline = Instant::now() + self.budget.time_left().unwrap_or_default();
-            match file::DirLock::acquire(&self.path, deadline).map_err(cannot_open)? {
-                Some(lock) => {
-                    file::clear_stale_sidecars(&self.path).map_err(|e| {
-                        StoreError::new(ErrorKind::Io, format!("database {}", self.path.display()))
-                            .with_source(e)
-                    })?;
-                    Some(lock)
-                }
-                None => return Err(StoreError::new(ErrorKind::Busy, "the database is busy")),
-            }
-        };
-        // The file must be ours (it is created here, 0600, when missing), and no link is
-        // followed: see crate::trust.
-        crate::trust::check_database(&self.path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn =
-            Connection::open_with_flags(&self.path, flags).map_err(|e| self.cannot_open(e))?;
-        conn.busy_handler(Some(self.budget.handler()))
-            .map_err(|e| self.classify(e))?;
-        // Our own hook replaces SQLite's automatic checkpoint (see `checkpoint`): it only
-        // notes the WAL's length; the checkpoint runs after the transaction, outside SQLite.
-        let frames = Arc::clone(&self.wal_frames);
-        conn.wal_hook(Some(move |_: &mut Wal, n: i32| {
-            frames.store(n, Ordering::Relaxed);
-            Ok(())
-        }))
-        .map_err(|e| self.classify(e))?;
-        // Every statement of the hot path stays prepared.
-        conn.set_prepared_statement_cache_capacity(32);
-        // Switching a new file to WAL and creating the schema can report busy without calling
-        // the handler (e.g. while another process runs WAL recovery): retry until the deadline,
-        // so that workers racing on a fresh file wait rather than answer "unavailable".
-        loop {
-            match schema::init(&conn).map_err(|e| self.classify(e)) {
-                Err(e) if e.kind() == ErrorKind::Busy => match self.budget.time_left() {
-                    Some(left) => std::thread::sleep(Duration::from_micros(500).min(left)),
-                    None => return Err(e),
-                },
-                Err(e) if e.kind() == ErrorKind::Corrupt => {
-                    self.quarantine(conn);
-                    return Err(e);
-                }
-                Err(e) => return Err(e),
-                Ok(schema::Schema::Newer(v)) => {
-                    return Err(StoreError::new(
-                        ErrorKind::Misconfigured,
-                        format!(
-                            "database {} was made by a newer build of ratelimit (schema {v}, this \
-                             build knows {}): run one build on it, or give this one another \
-                             ratelimit.db_path",
-                            self.path.display(),
-                            schema::SCHEMA_VERSION
-                        ),
-                    ))
-                }
-                Ok(schema::Schema::Ready) => {
-                    // -wal and -shm exist now: give them the database's mode.
-                    crate::trust::match_companion_modes(&self.path)?;
-                    return Ok(conn);
-                }
-            }
-        }
-    }
-
-    /// Moves the corrupt file that `conn` has open aside, once: under the directory lock, and
-    /// only while the path still names that file (another process may have done it already),
-    /// then closes `conn`, still under the lock. The next call creates a fresh database. Best
-    /// effort: a failure leaves the file where it is (every call then answers "unavailable").
-    fn quarantine(&self, conn: Connection) {
-        let deadline = Instant::now() + self.budget.time_left().unwrap_or_default();
-        let lock = file::DirLock::acquire(&self.path, deadline);
-        let mut moved = 0;
-        let _ = conn.file_control(Some("main"), FileControl::HasMoved(&mut moved));
-        if matches!(lock, Ok(Some(_))) && moved == 0 {
-            let unix = ((self.clock)() / 1000).max(0) as u64;
-            if file::move_aside(&self.path, unix).is_ok() {
-                self.log
-                    .note(Event::CorruptMovedAside, &self.path.display().to_string());
-            }
-        }
-        close_keeping_sidecars(conn);
-        drop(lock);
-    }
-
-    /// Turns SQLite's error into the store's, naming the file (never a subject).
-    fn classify(&self, source: rusqlite::Error) -> StoreError {
-        let path = self.path.display();
-        let (kind, what) = match source.sqlite_error_code() {
-            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-                return StoreError::new(ErrorKind::Busy, "the database is busy")
-            }
-            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => (
-                ErrorKind::Corrupt,
-                format!("database {path} is corrupt or not a database"),
-            ),
-            Some(ErrorCode::CannotOpen) => return self.cannot_open(source),
-            Some(ErrorCode::DiskFull) => (ErrorKind::Full, format!("database {path}")),
-            _ => (ErrorKind::Io, format!("database {path}")),
-        };
-        StoreError::new(kind, what).with_source(source)
-    }
-
-    /// A file that exists but cannot be opened (a read-only file system, an I/O error) is a
-    /// storage fault; a path where no file can be made is for the operator to fix.
-    fn cannot_open(&self, source: rusqlite::Error) -> StoreError {
-        let kind = if self.path.exists() {
-            ErrorKind::Io
-        } else {
-            ErrorKind::Misconfigured
-        };
-        StoreError::new(
-            kind,
-            format!("cannot open database {}", self.path.display()),
-        )
-        .with_source(source)
-    }
-
-    /// After a failed step: a corrupt file is moved aside and its connection closed, so the
-    /// next call rebuilds it. (After other faults the connection stays: it works again once
-    /// the fault ends, e.g. when space is freed.)
-    fn after_fault(&mut self, e: &StoreError) {
-        if e.kind() == ErrorKind::Corrupt {
-            if let Some(conn) = self.conn.take() {
-                self.quarantine(conn);
-            }
-        }
     }
 
     /// Runs `f` in one write transaction, with `now` read once the lock is held, and adds its
@@ -469,233 +216,46 @@ impl SqliteStore {
             let _ = self.write(&Counters::default(), |_, _, _| Ok(()));
         }
     }
+}
 
-    /// Remembers which buckets this process last saw admitting (a bounded set: a hint only,
-    /// since the write transaction always decides again).
-    fn note_admitting(&mut self, key: &BucketKey, allowed: bool) {
-        if allowed {
-            if self.admitting.len() >= ADMITTING_MAX {
-                self.admitting.clear();
-            }
-            self.admitting.insert(key.bucket);
-        } else {
-            self.admitting.remove(&key.bucket);
-        }
-    }
+/// What a decision does besides its buckets, in the first limit's bucket: the slot it took, its
+/// shadow denial counted, and an admission with a request id remembered.
+struct Admission<'a> {
+    key: &'a BucketKey,
+    verdict: &'a Verdict,
+    lease_id: Option<LeaseId>,
+    request: Option<&'a Request>,
+}
 
-    /// A denial decided from a read snapshot, without the write lock: exact, because between
-    /// the snapshot and now other writers can only have taken tokens (or slots), and time can
-    /// only have added what the refill computes, so a denial then is a denial now. None when
-    /// the snapshot allows (the write transaction decides again) or holds no bucket.
-    ///
-    /// A call with a request id reads its record in the same snapshot: judged a plain call,
-    /// it is denied here as any other; in progress (the first admission's lease was live in
-    /// the snapshot) it is answered here too; only a replay (which counts down the record's
-    /// replays left) or an admission goes to the write transaction.
-    fn deny_from_snapshot(
-        &mut self,
-        key: &BucketKey,
-        ask: &Ask,
-    ) -> Result<Option<Acquired>, StoreError> {
-        let found = self.read(|conn, now| {
-            // One statement is a snapshot by itself; slots and a record need more in the same.
-            if ask.max_inflight == 0 && ask.request.is_none() {
-                return Ok(
-                    read_bucket(conn, key)?.map(|s| (s, Slots::default(), Judgement::Fresh, now))
-                );
-            }
-            let tx = ReadTx::begin(conn)?;
-            let Some(stored) = read_bucket(conn, key)? else {
-                return Ok(None);
-            };
-            let slots = if ask.max_inflight > 0 {
-                live_slots_at(conn, key, now)?
-            } else {
-                Slots::default()
-            };
-            let judged = match &ask.request {
-                Some(r) => requests::judge(conn, key, r, now)?,
-                None => Judgement::Fresh,
-            };
-            tx.end()?;
-            Ok(Some((stored, slots, judged, now)))
-        })?;
-        let Some((stored, slots, judged, now)) = found else {
-            return Ok(None);
+impl Admission<'_> {
+    /// `at`: now and the lease's time to live. The lease taken, if any.
+    fn record(
+        &self,
+        tx: &Connection,
+        at: (i64, u64),
+        max_entries: u64,
+        delta: &mut Delta,
+    ) -> rusqlite::Result<Option<LeaseToken>> {
+        let (now, lease_ttl_ms) = at;
+        let took = self.verdict.took();
+        let lease = match self.lease_id {
+            Some(id) if took => Some(buckets::take_slot(tx, id, self.key, now, lease_ttl_ms)?),
+            _ => None,
         };
-        let verdict = match judged {
-            Judgement::Replay => return Ok(None),
-            Judgement::InProgress { until } => {
-                decision::in_progress(Some(stored.bucket), &ask.policy, until, now, ask.dry_run)
-            }
-            Judgement::Fresh => {
-                let d = decision::decide(Some(stored.bucket), ask, slots, now);
-                if d.verdict.took() {
-                    return Ok(None);
-                }
-                self.noted.clock_regressions += u64::from(d.clock_regressed);
-                d.verdict
-            }
-        };
-        self.note_admitting(key, false);
-        // The reason goes into the bucket's row with the recency (see `touched`); what a
-        // shadow scope answered instead, and a retry in progress, are totals only.
-        self.noted.dry_run_denied += u64::from(verdict.dry_run);
-        if verdict.reason == Reason::InProgress {
-            self.noted.record(Reason::InProgress);
+        delta.counters.dry_run_denied += u64::from(self.verdict.dry_run);
+        if let Some(request) = self.request.filter(|_| took) {
+            requests::remember(
+                tx,
+                self.key,
+                request,
+                lease.as_ref(),
+                at,
+                max_entries,
+                delta,
+            )?;
         }
-        let used_at = evict::used_at(now);
-        let touch = self.touched.entry(key.bucket).or_default();
-        touch.count(verdict.reason);
-        if used_at > stored.used_at {
-            touch.used_at = touch.used_at.max(used_at);
-        }
-        Ok(Some(Acquired {
-            verdict,
-            lease: None,
-        }))
+        Ok(lease)
     }
-}
-
-fn read_key_record(conn: &Connection) -> rusqlite::Result<Option<KeyRecord>> {
-    conn.prepare_cached(
-        "SELECT fingerprint, path, host, previous, since FROM keyring WHERE id = 0",
-    )?
-    .query_row([], |r| {
-        Ok(KeyRecord {
-            fingerprint: r.get(0)?,
-            path: r.get(1)?,
-            host: r.get(2)?,
-            previous: r.get(3)?,
-            since_ms: r.get(4)?,
-        })
-    })
-    .optional()
-}
-
-/// During a key rotation: the bucket as it is stored under the previous key's pseudonym.
-fn read_previous(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stored>> {
-    match key.previous {
-        Some(previous) => read_bucket(
-            tx,
-            &BucketKey {
-                bucket: previous,
-                ..*key
-            },
-        ),
-        None => Ok(None),
-    }
-}
-
-/// During a key rotation: moves a bucket missing under the current key from its previous
-/// pseudonym (tokens, time stamp, counters, live leases), counted as `keys_migrated`.
-fn migrate(
-    tx: &Connection,
-    key: &BucketKey,
-    delta: &mut Delta,
-) -> rusqlite::Result<Option<Stored>> {
-    let Some(previous) = key.previous else {
-        return Ok(None);
-    };
-    let moved = tx
-        .prepare_cached("UPDATE buckets SET key = ?2 WHERE key = ?1")?
-        .execute([previous, key.bucket])?;
-    if moved == 0 {
-        return Ok(None);
-    }
-    tx.prepare_cached("UPDATE leases SET key = ?2 WHERE key = ?1")?
-        .execute([previous, key.bucket])?;
-    delta.counters.keys_migrated += 1;
-    read_bucket(tx, key)
-}
-
-/// The bucket's leases still live at `now` (expired ones may not be deleted yet).
-fn live_slots_at(tx: &Connection, key: &BucketKey, now: i64) -> rusqlite::Result<Slots> {
-    let (live, earliest) = tx
-        .prepare_cached(
-            "SELECT count(*), min(expires) FROM leases WHERE key = ?1 AND expires > ?2",
-        )?
-        .query_row(params![key.bucket, now], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
-        })?;
-    Ok(Slots {
-        live: live as u64,
-        earliest_expiry: earliest,
-    })
-}
-
-/// Closes a connection without letting SQLite delete `-wal`/`-shm` by name, as the last
-/// connection of a file does: the file is no longer at its path, and those names may already
-/// belong to a new database.
-fn close_keeping_sidecars(conn: Connection) {
-    let mut persist = 1;
-    let _ = conn.file_control(Some("main"), FileControl::PersistWal(&mut persist));
-    drop(conn);
-}
-
-/// A stored bucket, and when it was last used and is full again.
-struct Stored {
-    bucket: Bucket,
-    used_at: i64,
-    full_at: i64,
-}
-
-fn read_bucket(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stored>> {
-    tx.prepare_cached("SELECT tokens, stamp, used_at, full_at FROM buckets WHERE key = ?1")?
-        .query_row([key.bucket], |r| {
-            Ok(Stored {
-                bucket: Bucket {
-                    tokens: r.get::<_, i64>(0)?.max(0) as u64,
-                    stamp: r.get(1)?,
-                },
-                used_at: r.get(2)?,
-                full_at: r.get(3)?,
-            })
-        })
-        .optional()
-}
-
-/// Writes one bucket of a compound decision (an upsert: eviction in the same transaction may
-/// have dropped a row that was read), with the decision's count when it is the one reported.
-#[allow(clippy::too_many_arguments)]
-fn write_compound_bucket(
-    tx: &Connection,
-    key: &BucketKey,
-    stored: Option<&Stored>,
-    bucket: &Bucket,
-    policy: &Policy,
-    counted: Option<decision::Reason>,
-    now: i64,
-    delta: &mut Delta,
-) -> rusqlite::Result<()> {
-    let (allowed, denied_rate, denied_inflight) = counted.map_or((0, 0, 0), counts::bucket_columns);
-    let full_at = bucket.full_at(policy);
-    if stored.is_none_or(|s| full_at < s.full_at) {
-        delta.drainable_at(full_at);
-    }
-    if stored.is_some() && read_bucket(tx, key)?.is_none() {
-        // Dropped by make_room for another of this call's buckets: it comes back as a new row.
-        delta.entries += 1;
-    }
-    tx.prepare_cached(
-        "INSERT INTO buckets (key, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
-         full_at = excluded.full_at, used_at = excluded.used_at,
-         allowed = allowed + excluded.allowed, denied_rate = denied_rate + excluded.denied_rate,
-         denied_inflight = denied_inflight + excluded.denied_inflight",
-    )?
-    .execute(params![
-        key.bucket,
-        bucket.tokens as i64,
-        bucket.stamp,
-        full_at,
-        evict::used_at(now),
-        allowed,
-        denied_rate,
-        denied_inflight
-    ])?;
-    Ok(())
 }
 
 impl Store for SqliteStore {
@@ -723,82 +283,43 @@ impl Store for SqliteStore {
         let decided = self.write(carry, |tx, delta, now| {
             if let Some(request) = &ask.request {
                 if let Some(verdict) = requests::answered(tx, key, ask, request, now, delta)? {
-                    return Ok(Acquired { verdict, lease: None });
-                }
-            }
-            let stored = match read_bucket(tx, key)? {
-                None => migrate(tx, key, delta)?,
-                found => found,
-            };
-            // Leases only matter to calls that take one (and to make_room, which expires them
-            // itself): a plain rate check touches no lease page.
-            let slots = if ask.max_inflight > 0 {
-                evict::expire_leases(tx, now, delta)?;
-                live_slots_at(tx, key, now)?
-            } else {
-                Slots::default()
-            };
-            if stored.is_none() {
-                if !evict::make_room(tx, now, max_entries, delta)? {
-                    let verdict = Verdict::unavailable(false);
-                    delta.counters.record(verdict.reason);
                     return Ok(Acquired {
                         verdict,
                         lease: None,
                     });
                 }
-                delta.entries += 1;
             }
+            let stored = [buckets::load(tx, key, delta)?];
+            let slots = buckets::slots(tx, ask.max_inflight, key, now, delta)?;
+            if !buckets::room_for(tx, &stored, now, max_entries, delta)? {
+                let verdict = Verdict::unavailable(false);
+                delta.counters.record(verdict.reason);
+                return Ok(Acquired {
+                    verdict,
+                    lease: None,
+                });
+            }
+            let [stored] = stored;
             let d = decision::decide(stored.as_ref().map(|s| s.bucket), ask, slots, now);
             delta.counters.clock_regressions += u64::from(d.clock_regressed);
-            // This decision's count goes into its bucket's row (see counts.rs). It is written on
-            // denials too: `used_at` keeps a hammered subject from looking idle.
-            let (allowed, denied_rate, denied_inflight) = counts::bucket_columns(d.verdict.reason);
-            let (tokens, stamp, full_at) = (
-                d.bucket.tokens as i64,
-                d.bucket.stamp,
-                d.bucket.full_at(&ask.policy),
-            );
-            let used_at = evict::used_at(now);
-            // A new bucket, or one full earlier than before (a changed policy), may undercut
-            // the drain floor (see evict.rs).
-            if stored.as_ref().is_none_or(|s| full_at < s.full_at) {
-                delta.drainable_at(full_at);
-            }
-            match stored {
-                Some(Stored { used_at: used, .. }) if used == used_at => tx
-                    .prepare_cached(
-                        "UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4, allowed = allowed + ?5,
-                         denied_rate = denied_rate + ?6, denied_inflight = denied_inflight + ?7 WHERE key = ?1",
-                    )?
-                    .execute(params![key.bucket, tokens, stamp, full_at, allowed, denied_rate, denied_inflight])?,
-                _ => tx
-                    .prepare_cached(
-                        "INSERT INTO buckets (key, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                         ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
-                         full_at = excluded.full_at, used_at = excluded.used_at,
-                         allowed = allowed + excluded.allowed, denied_rate = denied_rate + excluded.denied_rate,
-                         denied_inflight = denied_inflight + excluded.denied_inflight",
-                    )?
-                    .execute(params![key.bucket, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight])?,
+            let (policy, reason) = (&ask.policy, Some(d.verdict.reason));
+            buckets::write(
+                tx,
+                key,
+                stored.as_ref(),
+                &d.bucket,
+                policy,
+                reason,
+                now,
+                delta,
+            )?;
+            let admission = Admission {
+                key,
+                verdict: &d.verdict,
+                lease_id,
+                request: ask.request.as_ref(),
             };
-            let lease = match lease_id {
-                Some(id) if d.verdict.took() => {
-                    tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
-                        .execute(params![id.0, key.bucket, lease::expiry(now, lease_ttl_ms)])?;
-                    let key = BucketKey {
-                        previous: None,
-                        ..*key
-                    };
-                    Some(LeaseToken { id, key })
-                }
-                _ => None,
-            };
-            delta.counters.dry_run_denied += u64::from(d.verdict.dry_run);
-            if let Some(request) = ask.request.as_ref().filter(|_| d.verdict.took()) {
-                requests::remember(tx, key, request, lease.as_ref(), (now, lease_ttl_ms), max_entries, delta)?;
-            }
+            let lease = admission.record(tx, (now, lease_ttl_ms), max_entries, delta)?;
             Ok(Acquired {
                 verdict: d.verdict,
                 lease,
@@ -825,83 +346,43 @@ impl Store for SqliteStore {
         let decided = self.write(carry, |tx, delta, now| {
             let mut stored = Vec::with_capacity(keys.len());
             for key in keys {
-                stored.push(match read_bucket(tx, key)? {
-                    None => migrate(tx, key, delta)?,
-                    found => found,
-                });
+                stored.push(buckets::load(tx, key, delta)?);
             }
-            if let Some(request) = &first.request {
-                let buckets: Vec<Option<Bucket>> = stored
+            let tokens = |stored: &[Option<buckets::Stored>]| -> Vec<Option<Bucket>> {
+                stored
                     .iter()
                     .map(|s| s.as_ref().map(|s| s.bucket))
-                    .collect();
+                    .collect()
+            };
+            if let Some(request) = &first.request {
+                let (now_buckets, r) = (tokens(&stored), request);
                 if let Some(answer) =
-                    requests::answered_all(tx, keys, asks, request, &buckets, now, delta)?
+                    requests::answered_all(tx, keys, asks, r, &now_buckets, now, delta)?
                 {
                     return Ok(answer);
                 }
             }
-            let slots = if first.max_inflight > 0 {
-                evict::expire_leases(tx, now, delta)?;
-                live_slots_at(tx, &keys[0], now)?
-            } else {
-                Slots::default()
-            };
-            for _ in stored.iter().filter(|s| s.is_none()) {
-                if !evict::make_room(tx, now, max_entries, delta)? {
-                    let a = AcquiredAll::unavailable(keys.len(), false);
-                    delta.counters.record(a.verdict.reason);
-                    return Ok(a);
-                }
-                delta.entries += 1;
+            let slots = buckets::slots(tx, first.max_inflight, &keys[0], now, delta)?;
+            if !buckets::room_for(tx, &stored, now, max_entries, delta)? {
+                let a = AcquiredAll::unavailable(keys.len(), false);
+                delta.counters.record(a.verdict.reason);
+                return Ok(a);
             }
-            let buckets: Vec<Option<Bucket>> = stored
-                .iter()
-                .map(|s| s.as_ref().map(|s| s.bucket))
-                .collect();
-            let d = compound::decide_all(&buckets, asks, slots, now);
+            let d = compound::decide_all(&tokens(&stored), asks, slots, now);
             delta.counters.clock_regressions += u64::from(d.clock_regressed);
             for (i, (key, b)) in keys.iter().zip(&d.buckets).enumerate() {
+                // The decision is counted once, in the reported limit's bucket.
                 let counted = (i == d.reported).then_some(d.verdict.reason);
-                write_compound_bucket(
-                    tx,
-                    key,
-                    stored[i].as_ref(),
-                    b,
-                    &asks[i].policy,
-                    counted,
-                    now,
-                    delta,
-                )?;
+                let policy = &asks[i].policy;
+                buckets::write(tx, key, stored[i].as_ref(), b, policy, counted, now, delta)?;
             }
-            let lease = match lease_id {
-                Some(id) if d.verdict.took() => {
-                    tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
-                        .execute(params![
-                            id.0,
-                            keys[0].bucket,
-                            lease::expiry(now, lease_ttl_ms)
-                        ])?;
-                    let key = BucketKey {
-                        previous: None,
-                        ..keys[0]
-                    };
-                    Some(LeaseToken { id, key })
-                }
-                _ => None,
+            let admission = Admission {
+                key: &keys[0],
+                verdict: &d.verdict,
+                lease_id,
+                request: first.request.as_ref(),
             };
-            delta.counters.dry_run_denied += u64::from(d.verdict.dry_run);
-            if let Some(request) = first.request.as_ref().filter(|_| d.verdict.took()) {
-                requests::remember(
-                    tx,
-                    &keys[0],
-                    request,
-                    lease.as_ref(),
-                    (now, lease_ttl_ms),
-                    max_entries,
-                    delta,
-                )?;
-            }
+            let lease = admission.record(tx, (now, lease_ttl_ms), max_entries, delta)?;
             Ok(AcquiredAll {
                 verdict: d.verdict,
                 each: d.each,
@@ -919,8 +400,8 @@ impl Store for SqliteStore {
         _: &mut Counters,
     ) -> Result<Verdict, StoreError> {
         let (stored, now) = self.read(|conn, now| {
-            let stored = match read_bucket(conn, key)? {
-                None => read_previous(conn, key)?,
+            let stored = match buckets::read_bucket(conn, key)? {
+                None => keys::read_previous(conn, key)?,
                 found => found,
             };
             Ok((stored, now))
@@ -939,7 +420,7 @@ impl Store for SqliteStore {
                     .execute(params![t.id.0, t.key.bucket, now])?;
                 if n > 0 {
                     // Its bucket may be full already, and drained once this was its last lease.
-                    if let Some(s) = read_bucket(tx, &t.key)? {
+                    if let Some(s) = buckets::read_bucket(tx, &t.key)? {
                         delta.drainable_at(s.full_at);
                     }
                 }
@@ -1042,40 +523,6 @@ impl Reports for SqliteStore {
     }
 }
 
-impl KeyRecords for SqliteStore {
-    fn key_record(&mut self) -> Result<Option<KeyRecord>, StoreError> {
-        self.read(|conn, _| read_key_record(conn))
-    }
-
-    fn record_key(
-        &mut self,
-        new: &KeyRecord,
-        expected: Option<&Fingerprint>,
-    ) -> Result<bool, StoreError> {
-        self.write(&Counters::default(), |tx, _, now| {
-            if read_key_record(tx)?.map(|r| r.fingerprint).as_ref() != expected {
-                return Ok(false);
-            }
-            let since = match new.since_ms {
-                STAMP_NOW => now,
-                s => s,
-            };
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO keyring (id, fingerprint, path, host, previous, since)
-                 VALUES (0, ?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
-                new.fingerprint,
-                new.path,
-                new.host,
-                new.previous,
-                since
-            ])?;
-            Ok(true)
-        })
-    }
-}
-
 impl Drop for SqliteStore {
     /// Writes what is still pending (a process ending normally loses no count); best effort.
     fn drop(&mut self) {
@@ -1087,6 +534,7 @@ impl Drop for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use super::connection::CHECKPOINT_FRAMES;
     use super::*;
     use crate::core::bucket::Policy;
     use std::sync::Arc;

@@ -8,8 +8,10 @@
 //! progress, is answered without the write lock) or in the write transaction; only a replay
 //! (which counts down the replays left) and an admission (which remembers it) write.
 
+use super::buckets::read_bucket;
 use super::counts::Delta;
-use super::{read_bucket, read_previous, AcquiredAll};
+use super::keys::read_previous;
+use super::AcquiredAll;
 use crate::core::bucket::Bucket;
 use crate::core::compound;
 use crate::core::decision::{self, Ask, Reason, Request, Verdict};
