@@ -50,6 +50,7 @@ $want = [
     'ratelimit_entries' => $s['entries'],
     'ratelimit_live_leases' => $s['live_leases'],
     'ratelimit_breaker_state' => ['closed' => 0, 'half-open' => 1, 'open' => 2][$s['breaker']],
+    'ratelimit_stats_partial' => (int)$s['partial'],
 ];
 foreach ($want as $k => $v) {
     echo "$k = ", $samples[$k] ?? '(missing)', $samples[$k] === $v ? '' : " (stats: $v)", "\n";
@@ -87,6 +88,7 @@ ratelimit_fallback_decisions_total counter
 ratelimit_entries                  gauge
 ratelimit_live_leases              gauge
 ratelimit_breaker_state            gauge
+ratelimit_stats_partial            gauge
 ratelimit_decisions_total{result="allowed"} = 3
 ratelimit_decisions_total{result="rate"} = 1
 ratelimit_decisions_total{result="inflight"} = 1
@@ -106,9 +108,10 @@ ratelimit_fallback_decisions_total = 0
 ratelimit_entries = 2
 ratelimit_live_leases = 1
 ratelimit_breaker_state = 0
+ratelimit_stats_partial = 0
 info: ratelimit_info{backend="%s",version="%d.%d.%d"} = 1
 backend: %s (as in ratelimit_info)
-samples: 20
+samples: 21
 no subject: true
 ArgumentCountError: ratelimit_metrics() expects exactly 0 arguments, 1 given
 after release: 1

@@ -307,16 +307,29 @@ impl Limiter {
         Ok(forgot)
     }
 
-    /// The shared counters, with the counts this process could not write yet.
+    /// The shared counters, with the counts this process could not write yet. A store that
+    /// cannot be read now (busy, down) gives partial stats (this process's counts), never an
+    /// error: an operator is never blind during an outage.
     pub fn stats(&mut self) -> Result<Stats, StoreError> {
-        let mut s = self.store.stats(&mut self.unwritten)?;
+        let mut s = match self.store.stats(&mut self.unwritten) {
+            Ok(s) => s,
+            Err(e) if e.kind().answer() == Answer::Unavailable => Stats {
+                partial: true,
+                ..Stats::default()
+            },
+            Err(e) => return Err(e),
+        };
         s.counters.add(&self.unwritten);
         Ok(s)
     }
 
-    /// The pressure view: the `n` buckets with the most denials (see [`Store::top`]).
+    /// The pressure view: the `n` buckets with the most denials (see [`crate::storage::Reports::top`]);
+    /// empty while the store cannot be read.
     pub fn top(&mut self, n: usize) -> Result<Vec<BucketView>, StoreError> {
-        self.store.top(n, &mut self.unwritten)
+        match self.store.top(n, &mut self.unwritten) {
+            Err(e) if e.kind().answer() == Answer::Unavailable => Ok(Vec::new()),
+            r => r,
+        }
     }
 
     /// The request is over: releases what it still holds, and returns how many of those were
@@ -371,6 +384,8 @@ mod tests {
         replay: bool,
         /// Leases handed out so far: each gets its own id.
         leases: u32,
+        /// A fault of the stats and top reads only.
+        read_fault: Option<ErrorKind>,
     }
 
     struct Fake(Rc<RefCell<Script>>);
@@ -465,6 +480,10 @@ mod tests {
             Ok(match q {
                 Query::KeyRecord => Reply::KeyRecord(None),
                 Query::RecordKey(..) => Reply::Recorded(true),
+                Query::Top(_) | Query::Stats if self.0.borrow().read_fault.is_some() => {
+                    let kind = self.0.borrow().read_fault.expect("matched");
+                    return Err(StoreError::new(kind, "fake read"));
+                }
                 Query::Top(_) => Reply::Top(Vec::new()),
                 Query::Stats => Reply::Stats(Stats {
                     counters: self.0.borrow().written,
@@ -809,6 +828,24 @@ mod tests {
         assert!(!lines[0].contains("secret-subject"));
         assert_eq!(l.end_request(), MAX_HELD as u64);
         assert_eq!(script.borrow().released, &tokens[10..]);
+    }
+
+    #[test]
+    fn stats_and_top_of_a_store_that_cannot_be_read_are_partial_not_errors() {
+        let (mut l, script) = limiter(&[ErrorKind::Busy], false);
+        l.acquire(b"s", "default", &ask(0)).unwrap();
+        script.borrow_mut().read_fault = Some(ErrorKind::Timeout);
+        let s = l.stats().unwrap();
+        assert!(s.partial);
+        assert_eq!(s.counters.unavailable, 1, "this process's counts");
+        assert_eq!(l.top(10).unwrap(), Vec::new());
+        script.borrow_mut().read_fault = Some(ErrorKind::Misconfigured);
+        assert!(
+            l.stats().is_err() && l.top(10).is_err(),
+            "what an operator must fix"
+        );
+        script.borrow_mut().read_fault = None;
+        assert!(!l.stats().unwrap().partial, "readable again");
     }
 
     #[test]

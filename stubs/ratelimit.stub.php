@@ -359,10 +359,13 @@ namespace {
      * - backend: "sqlite" or "redis" (ratelimit.backend)
      * - breaker: the host's breaker in front of the primary store, "closed", "open" or
      *   "half-open" ("closed" when there is none, as for SQLite)
+     * - partial: true while the store cannot be read (Redis down, the file busy): the counts are
+     *   then only what this host (its local fallback's file) and this worker know, and the
+     *   gauges may be 0; never an exception for that
      *
-     * @return array{allowed: int, denied_rate: int, denied_inflight: int, denied_in_progress: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, breaker: string}
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, denied_in_progress: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, breaker: string, partial: bool}
      *
-     * @throws \RateLimit\Exception database not creatable or not ours
+     * @throws \RateLimit\Exception database not creatable or not ours; Redis refusing the settings
      */
     function ratelimit_stats(): array {}
 
@@ -378,10 +381,13 @@ namespace {
      *   ratelimit_fallback_switches_total, ratelimit_fallback_decisions_total
      * - ratelimit_entries, ratelimit_live_leases (gauges)
      * - ratelimit_breaker_state (gauge): 0 closed (or no breaker), 1 half-open, 2 open
+     * - ratelimit_stats_partial (gauge): 1 while the store cannot be read (Redis down); the
+     *   counters and the entries and live_leases gauges are then left out of the scrape rather
+     *   than reset to one host's counts (which a scraper would read as a counter reset)
      *
      * No label ever names a subject or a pseudonym.
      *
-     * @throws \RateLimit\Exception database not creatable or not ours
+     * @throws \RateLimit\Exception database not creatable or not ours; Redis refusing the settings
      */
     function ratelimit_metrics(): string {}
 

@@ -29,6 +29,7 @@ FAMILIES = [
     ("ratelimit_entries", "gauge"),
     ("ratelimit_live_leases", "gauge"),
     ("ratelimit_breaker_state", "gauge"),
+    ("ratelimit_stats_partial", "gauge"),
 ]
 
 # Each key of ratelimit_stats(): (sample name, labels).
@@ -53,8 +54,8 @@ SAMPLES = {
     "live_leases": ("ratelimit_live_leases", {}),
 }
 
-# The two keys of ratelimit_stats() that are words, not numbers.
-WORDS = ["backend", "breaker"]
+# The keys of ratelimit_stats() that are not numbers: two words and a flag.
+WORDS = ["backend", "breaker", "partial"]
 BREAKER = {"closed": 0, "half-open": 1, "open": 2}
 
 
@@ -100,6 +101,9 @@ def main():
     breaker = samples.get(("ratelimit_breaker_state", ()))
     if breaker != BREAKER.get(stats["breaker"]):
         fail(f"breaker: metrics {breaker}, ratelimit_stats() {stats['breaker']!r}")
+    partial = samples.get(("ratelimit_stats_partial", ()))
+    if partial != int(stats["partial"]):
+        fail(f"partial: metrics {partial}, ratelimit_stats() {stats['partial']!r}")
     labels = {k for (_, ls) in samples for (k, _) in ls}
     if labels != {"backend", "version", "result"}:
         fail(f"label names {sorted(labels)}")

@@ -159,6 +159,9 @@ pub struct Stats {
     /// The state of the host's breaker in front of the primary store; None for a store
     /// without one (`ratelimit_stats()` then says "closed").
     pub breaker: Option<BreakerState>,
+    /// The store could not be read (a transient fault, Redis down): the counts are only what
+    /// this host (its local fallback's file) and this process know, and the gauges may be 0.
+    pub partial: bool,
 }
 
 #[cfg(test)]

@@ -145,7 +145,7 @@ const COUNTERS: [(&str, &str); 11] = [
 const BREAKER_HELP: &str = "The host's breaker in front of the primary store: 0 closed (or none), 1 half-open (one probe let through), 2 open (the primary is not asked).";
 
 /// Every metric family, in the order they are written: (name, type). docs/operations.md lists them.
-pub const NAMES: [(&str, Kind); 16] = [
+pub const NAMES: [(&str, Kind); 17] = [
     ("ratelimit_info", Kind::Gauge),
     ("ratelimit_decisions_total", Kind::Counter),
     (COUNTERS[0].0, Kind::Counter),
@@ -162,11 +162,15 @@ pub const NAMES: [(&str, Kind); 16] = [
     ("ratelimit_entries", Kind::Gauge),
     ("ratelimit_live_leases", Kind::Gauge),
     ("ratelimit_breaker_state", Kind::Gauge),
+    ("ratelimit_stats_partial", Kind::Gauge),
 ];
 
+/// The partial gauge's help (see [`Stats::partial`]).
+const PARTIAL_HELP: &str = "1 while the store cannot be read (Redis down): the counters and the entries and live_leases gauges are then left out, not reset to what one host knows (which a scraper would read as a counter reset).";
+
 /// The host-wide stats as exposition text. `backend` and `version` go into `ratelimit_info`.
+/// Partial stats (the store unreadable) give only the info, the breaker and the partial gauge.
 pub fn render(stats: &Stats, backend: &str, version: &str) -> String {
-    let c = &stats.counters;
     let mut e = Exposition::default();
     e.family(
         "ratelimit_info",
@@ -178,6 +182,20 @@ pub fn render(stats: &Stats, backend: &str, version: &str) -> String {
         &[("backend", backend), ("version", version)],
         1,
     );
+    if !stats.partial {
+        counts(&mut e, stats);
+    }
+    let breaker = stats.breaker.unwrap_or(BreakerState::Closed);
+    e.family("ratelimit_breaker_state", Kind::Gauge, BREAKER_HELP)
+        .sample("ratelimit_breaker_state", &[], breaker.gauge());
+    e.family("ratelimit_stats_partial", Kind::Gauge, PARTIAL_HELP)
+        .sample("ratelimit_stats_partial", &[], u64::from(stats.partial));
+    e.into_text()
+}
+
+/// The counters and the gauges of the store's contents.
+fn counts(e: &mut Exposition, stats: &Stats) {
+    let c = &stats.counters;
     e.family(
         "ratelimit_decisions_total",
         Kind::Counter,
@@ -216,10 +234,6 @@ pub fn render(stats: &Stats, backend: &str, version: &str) -> String {
         "Leases not yet expired nor released.",
     )
     .sample("ratelimit_live_leases", &[], stats.live_leases);
-    let breaker = stats.breaker.unwrap_or(BreakerState::Closed);
-    e.family("ratelimit_breaker_state", Kind::Gauge, BREAKER_HELP)
-        .sample("ratelimit_breaker_state", &[], breaker.gauge());
-    e.into_text()
 }
 
 #[cfg(test)]
@@ -250,6 +264,7 @@ mod tests {
             entries: 21,
             live_leases: 22,
             breaker: Some(BreakerState::Open),
+            partial: false,
         }
     }
 
@@ -289,6 +304,7 @@ mod tests {
             ("ratelimit_entries", 21),
             ("ratelimit_live_leases", 22),
             ("ratelimit_breaker_state", 2),
+            ("ratelimit_stats_partial", 0),
         ];
         let want: Vec<(String, u64)> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         assert_eq!(got, want);
@@ -315,6 +331,24 @@ mod tests {
         }
         let families = lines.iter().filter(|l| l.starts_with("# TYPE ")).count();
         assert_eq!(families, NAMES.len());
+    }
+
+    /// During an outage a scrape shows the open breaker and says the stats are partial; the
+    /// counters are left out rather than dropped to one host's (a counter reset to a scraper).
+    #[test]
+    fn partial_stats_give_the_breaker_and_no_counter() {
+        let s = Stats {
+            partial: true,
+            ..stats()
+        };
+        let got = samples(&render(&s, "redis", "0.1.0"));
+        let want = [
+            ("ratelimit_info{backend=\"redis\",version=\"0.1.0\"}", 1),
+            ("ratelimit_breaker_state", 2),
+            ("ratelimit_stats_partial", 1),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -302,6 +302,7 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
         table
             .insert("breaker", breaker_state(&s).as_str())
             .map_err(internal)?;
+        table.insert("partial", s.partial).map_err(internal)?;
         to_zval(table)
     })
 }

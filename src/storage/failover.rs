@@ -272,7 +272,8 @@ impl Failover {
         )
     }
 
-    /// Both stores' stats summed; with the primary unavailable, the local ones.
+    /// Both stores' stats summed; with the primary unavailable, partial: the local ones (none
+    /// without a local store), so that an operator still sees the breaker during an outage.
     fn stats(&mut self, carry: &mut Counters) -> Result<Stats, StoreError> {
         let primary = self.ask_primary(carry, |s, c| s.stats(c));
         let local = self
@@ -281,8 +282,12 @@ impl Failover {
         let mut s = match (primary, local) {
             (Ok(p), None) | (Ok(p), Some(Err(_))) => p,
             (Ok(p), Some(Ok(l))) => add(&p, &l),
-            (Err(e), Some(Ok(l))) if e.kind().answer() == Answer::Unavailable => l,
-            (Err(e), _) => return Err(e),
+            (Err(e), _) if e.kind().answer() == Answer::Error => return Err(e),
+            (Err(_), Some(Ok(l))) => Stats { partial: true, ..l },
+            (Err(_), _) => Stats {
+                partial: true,
+                ..Stats::default()
+            },
         };
         s.breaker = self.state();
         Ok(s)
@@ -422,7 +427,12 @@ impl Store for Failover {
                     _ => Err(e),
                 },
             },
-            Query::Top(_) | Query::KeyRecord | Query::RecordKey(..) => self
+            // During an outage without a local store, the pressure view is empty, not an error.
+            Query::Top(_) => match self.either(carry, Counters::ZERO, |s, c| s.serve(q, c)) {
+                Err(e) if e.kind().answer() == Answer::Unavailable => Ok(Reply::Top(Vec::new())),
+                r => r.map(|(r, _)| r),
+            },
+            Query::KeyRecord | Query::RecordKey(..) => self
                 .either(carry, Counters::ZERO, |s, c| s.serve(q, c))
                 .map(|(r, _)| r),
         }
@@ -743,14 +753,45 @@ mod tests {
         let mut carry = Counters::default();
         h.primary.fail(Some(ErrorKind::Timeout));
         a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
-        let e = (&mut a as &mut dyn Store).stats(&mut carry).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Timeout);
+        let s = (&mut a as &mut dyn Store).stats(&mut carry).unwrap();
+        assert!(s.partial, "Redis timing out: partial stats, not an error");
         h.primary.fail(None);
         a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap();
         a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap();
         assert_eq!(h.primary.written().redis_errors, 2);
         assert_eq!(carry, Counters::default());
         assert_eq!(stats(&mut a).unwrap().counters.redis_errors, 2);
+    }
+
+    /// Operators are never blind: with the default `redis_fallback=none` and Redis down, the
+    /// stats answer (partial, the breaker open) and the pressure view is empty, not an error.
+    #[test]
+    fn during_an_outage_stats_are_partial_with_the_breaker_and_top_is_empty() {
+        let h = host();
+        let mut a = h.breaker_only();
+        open_it(&h, &mut a);
+        let s = stats(&mut a).unwrap();
+        assert_eq!((s.partial, s.breaker), (true, Some(BreakerState::Open)));
+        let top = (&mut a as &mut dyn Store).top(10, &mut Counters::default());
+        assert_eq!(top.unwrap(), Vec::new());
+        h.primary.fail(Some(ErrorKind::Misconfigured));
+        h.time.set(2_000);
+        let e = stats(&mut a).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            ErrorKind::Misconfigured,
+            "what the operator must fix"
+        );
+    }
+
+    #[test]
+    fn during_an_outage_stats_are_the_local_stores_marked_partial() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        let s = stats(&mut f).unwrap();
+        assert_eq!((s.partial, s.counters.fallback_decisions), (true, 1));
     }
 
     #[test]

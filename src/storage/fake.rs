@@ -324,6 +324,7 @@ impl Reports for Fake {
             entries: s.buckets.len() as u64,
             live_leases: s.leases.len() as u64,
             breaker: None,
+            partial: false,
         })
     }
 

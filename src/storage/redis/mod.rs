@@ -619,6 +619,7 @@ impl Reports for RedisStore {
             entries: buckets.len() as u64,
             live_leases: live,
             breaker: None,
+            partial: false,
         })
     }
 

@@ -268,6 +268,7 @@ pub fn read(conn: &Connection, now: i64) -> rusqlite::Result<Stats> {
                 entries: n(10)?,
                 live_leases: 0,
                 breaker: None,
+                partial: false,
             })
         },
     )?;
