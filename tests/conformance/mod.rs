@@ -3,7 +3,10 @@
 //! which declares one `#[test]` per behaviour. Each test gets a backend of its own (a fresh
 //! file, a fresh key prefix), opens as many connections to it as it needs, and sets the time
 //! through a manual clock (a backend that keeps time on its server ignores it, and is
-//! instantiated without the tests marked `clock`).
+//! instantiated without the tests marked `clock`). The stacks as shipped (tests/stacks.rs) pass
+//! it too: where a worker's deny cache answers a repeated denial itself (`Source::DenyCache`),
+//! the suite checks what that answer promises (the same verdict, reason and wait; `remaining`
+//! 0) instead of every field of the store's.
 
 #![allow(dead_code)]
 
