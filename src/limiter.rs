@@ -495,6 +495,7 @@ mod tests {
                 }
                 Query::AddDenials(_) | Query::Tick => Reply::Done,
                 Query::RefillEpoch => Reply::Epoch(crate::storage::RefillEpoch::Untracked),
+                Query::Node(_) => Reply::Node(None),
             })
         }
     }

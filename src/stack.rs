@@ -201,12 +201,13 @@ fn failover(
     } else {
         redis
     };
-    // The breaker's state is the host's: every worker reads it before asking Redis.
-    let shared = HostBreaker::open(&HostBreaker::path_for(db_path))?;
+    // The breakers' states are the host's (a file per server beside the database): every
+    // worker reads its server's before asking Redis.
+    let site = HostBreaker::path_for(db_path);
     // A probe whose worker died frees its slot after twice the timeout.
     let probe_ms = r.timeout_ms.saturating_mul(2).saturating_add(50);
     let mut f = Failover::new(Box::new(redis), Arc::clone(log))
-        .breaker(shared, r.breaker, probe_ms, Arc::clone(&clocks.wall))
+        .breaker(&site, r.breaker, probe_ms, Arc::clone(&clocks.wall))?
         .pause_after_failure(Arc::clone(&clocks.monotonic), r.timeout_ms);
     if r.fallback == Fallback::Local {
         let (config, db, clocks, log) = (

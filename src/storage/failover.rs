@@ -1,29 +1,33 @@
-//! [`Failover`]: a primary store (Redis) behind the host's breaker, and the host's local store
-//! (its SQLite file) deciding while the primary cannot; one layer, so that how a failed call is
-//! answered is said in one place ([`Failover::either`]).
+//! [`Failover`]: a primary store (Redis) behind the host's breakers, and the host's local
+//! store (its SQLite file) deciding while the primary cannot; one layer, so that how a failed
+//! call is answered is said in one place ([`Failover::either`]).
 //!
-//! **The breaker.** Every call first reads the host's gate ([`HostBreaker::gate`], one atomic
-//! load): closed, it goes to the primary; open, it fails at once with an `Unreachable` error
-//! ([`OPEN`]), so that an outage costs each call nothing instead of a timeout. Past the gate,
-//! the rules ([`crate::core::breaker`]) decide under the file's lock whether this call is the
-//! host's one probe. Every failed call to the primary is counted as `redis_errors`; the faults
-//! that are outages ([`ErrorKind::is_outage`]) are fed to the rules; a server that answered, even
-//! to refuse our settings, is no outage, and a probe that met it closes the breaker. A fault of
-//! the breaker file itself never stops a decision: the call then goes to the primary as if
-//! closed.
+//! **The breakers, one per server.** A call first reads the gate of the server it goes to
+//! ([`HostBreaker::gate`], one atomic load; the server as the primary knows it,
+//! [`crate::storage::Nodes`]: a cluster's master, or one for a single server): closed, it goes
+//! to the primary; open, it fails at once with an `Unreachable` error ([`OPEN`]), so that an
+//! outage costs each call nothing instead of a timeout. Each server's breaker is a file of the
+//! host's (`<db_path>.breaker`, and `<db_path>.breaker-<hash of the address>` for each cluster
+//! master), shared by the host's workers: a sick master stops only its own subjects, the
+//! others keep deciding. Past the gate, the rules ([`crate::core::breaker`]) decide under the
+//! file's lock whether this call is the host's one probe. Every failed call to the primary is
+//! counted as `redis_errors`; only outages ([`ErrorKind::is_outage`]: no answer in time, no
+//! connection) are fed to the rules: a server that answered, even with an error, is up, and a
+//! probe that met it closes the breaker. A fault of a breaker file itself never stops a
+//! decision: the call then goes to the primary as if closed.
 //!
 //! **The local fallback** (`ratelimit.redis_fallback=local`). A fault answered "unavailable"
-//! ([`ErrorKind::answer`]; the open breaker's is one) is decided instead by the local store,
+//! ([`ErrorKind::answer`]; an open breaker's is one) is decided instead by the local store,
 //! opened only when first needed: the verdict's source is [`Source::Fallback`], counted
 //! `fallback_decisions` in that store's same step. The limit becomes per host during the outage,
-//! never per worker. What an operator must fix stays the call's error. An opening of the host's
-//! breaker (made by exactly one process of the host, under the file's lock) is the host's
-//! switch: counted `fallback_switches` and logged once. Without a local store, the primary's
-//! fault is the call's, and the limiter answers "unavailable".
+//! never per worker. What an operator must fix stays the call's error. An opening of a breaker
+//! (made by exactly one process of the host, under the file's lock) is a switch of the host's:
+//! counted `fallback_switches` and logged once. Without a local store, the primary's fault is
+//! the call's, and the limiter answers "unavailable".
 //!
 //! Counts go down in the one `carry` (see [`Store`]): a failed call adds its `redis_errors`
 //! there, and whichever store next succeeds writes them. `ratelimit_stats()` sums both stores
-//! (with the primary down, the local ones alone) and reports the breaker's state.
+//! (with the primary down: partial, the local ones) and reports the worst breaker's state.
 
 use super::hostbreaker::HostBreaker;
 use super::{
@@ -37,6 +41,9 @@ use crate::core::decision::{Ask, Source, Verdict};
 use crate::core::lease::LeaseToken;
 use crate::core::subject::BucketKey;
 use crate::opslog::{Event, OpsLog};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The error of a call the open breaker refused (names no subject, nor the primary's address).
@@ -45,24 +52,111 @@ pub const OPEN: &str = "primary store breaker open (redis not asked)";
 /// Opens the local store; called on the first need (never at startup), again after a failure.
 pub type LocalStore = Box<dyn FnMut() -> Result<Box<dyn Store>, StoreError>>;
 
-/// The host's breaker in front of the primary.
-struct Gate {
-    shared: HostBreaker,
+/// The most servers whose breakers one process keeps open (a cluster's masters).
+const MAX_NODES: usize = 64;
+
+/// The host's breakers in front of the primary's servers.
+struct Breakers {
+    /// The file of a server not told apart (a single server; a cluster before its map is read,
+    /// and the calls that are no bucket's: stats, key records, counts).
+    site: PathBuf,
     cfg: BreakerConfig,
     /// How long a probe holds the host's probe slot before another call may probe.
     probe_timeout_ms: u64,
     /// Shared by the host's processes (the system clock, or CLOCK_MONOTONIC, host-wide).
     clock: Clock,
+    /// Opened on first use, by path.
+    files: HashMap<PathBuf, HostBreaker>,
+}
+
+impl Breakers {
+    /// The file of `node` ("" for the site's).
+    fn path_of(&self, node: &str) -> PathBuf {
+        if node.is_empty() {
+            return self.site.clone();
+        }
+        // FNV-1a of the address: a stable name that carries no address into a path.
+        let h = node.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let mut p = self.site.clone().into_os_string();
+        p.push(format!("-{h:016x}"));
+        PathBuf::from(p)
+    }
+
+    /// `node`'s breaker, opened if needed. A file that is not ours is the call's error; one that
+    /// cannot be opened otherwise is no breaker (the call goes on as if closed).
+    fn get(&mut self, node: &str) -> Result<Option<&mut HostBreaker>, StoreError> {
+        let path = self.path_of(node);
+        if !self.files.contains_key(&path) {
+            if self.files.len() >= MAX_NODES {
+                self.files.retain(|p, _| *p == self.site);
+            }
+            match HostBreaker::open(&path) {
+                Ok(b) => {
+                    self.files.insert(path.clone(), b);
+                }
+                Err(e) if e.kind() == ErrorKind::Misconfigured => return Err(e),
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(self.files.get_mut(&path))
+    }
+
+    /// The worst state of the host's breakers: any open is "open" (the files of the masters
+    /// other workers met are looked for beside the site's).
+    fn state(&mut self) -> BreakerState {
+        let name = self.site.file_name().map(|n| {
+            let mut n = n.to_os_string();
+            n.push("-");
+            n
+        });
+        let dir = self
+            .site
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        if let (Some(name), Ok(entries)) = (name, std::fs::read_dir(&dir)) {
+            let mut found = 0;
+            for e in entries.flatten() {
+                let fname = e.file_name();
+                if fname
+                    .as_encoded_bytes()
+                    .starts_with(name.as_encoded_bytes())
+                    && found < MAX_NODES
+                {
+                    found += 1;
+                    let path = dir.join(&fname);
+                    if let Entry::Vacant(slot) = self.files.entry(path) {
+                        if let Ok(b) = HostBreaker::open(slot.key()) {
+                            slot.insert(b);
+                        }
+                    }
+                }
+            }
+        }
+        let _ = self.get("");
+        let (now, cfg) = ((self.clock)(), self.cfg);
+        self.files
+            .values_mut()
+            .map(|b| {
+                b.record(now)
+                    .map_or(BreakerState::Closed, |r| r.state(&cfg, now))
+            })
+            .max_by_key(|s| s.gauge())
+            .unwrap_or(BreakerState::Closed)
+    }
 }
 
 pub struct Failover {
     primary: Box<dyn Store>,
-    gate: Option<Gate>,
+    breakers: Option<Breakers>,
     open_local: Option<LocalStore>,
     local: Option<Box<dyn Store>>,
-    /// See [`Failover::pause_after_failure`]: the clock and the pause, and the last failure.
+    /// See [`Failover::pause_after_failure`]: the clock and the pause, and the last failure
+    /// of each server.
     pause: Option<(Clock, i64)>,
-    failed_at: Option<i64>,
+    failed_at: HashMap<String, i64>,
     log: Arc<OpsLog>,
 }
 
@@ -72,32 +166,36 @@ impl Failover {
     pub fn new(primary: Box<dyn Store>, log: Arc<OpsLog>) -> Self {
         Self {
             primary,
-            gate: None,
+            breakers: None,
             open_local: None,
             local: None,
             pause: None,
-            failed_at: None,
+            failed_at: HashMap::new(),
             log,
         }
     }
 
-    /// Puts the host's breaker (`shared`, its file) in front of the primary. `probe_timeout_ms`:
-    /// how long a probe holds the host's probe slot (so that a probe killed mid-call frees it);
-    /// `clock`: shared by the host's processes.
+    /// Puts the host's breakers in front of the primary's servers: the site's file at `site`
+    /// (opened now: one that is not ours is an error), the others beside it.
+    /// `probe_timeout_ms`: how long a probe holds the host's probe slot (so that a probe killed
+    /// mid-call frees it); `clock`: shared by the host's processes.
     pub fn breaker(
         mut self,
-        shared: HostBreaker,
+        site: &Path,
         cfg: BreakerConfig,
         probe_timeout_ms: u64,
         clock: Clock,
-    ) -> Self {
-        self.gate = Some(Gate {
-            shared,
+    ) -> Result<Self, StoreError> {
+        let mut b = Breakers {
+            site: site.to_path_buf(),
             cfg,
             probe_timeout_ms,
             clock,
-        });
-        self
+            files: HashMap::new(),
+        };
+        b.files.insert(site.to_path_buf(), HostBreaker::open(site)?);
+        self.breakers = Some(b);
+        Ok(self)
     }
 
     /// Decides with the store `open` makes while the primary cannot.
@@ -106,18 +204,18 @@ impl Failover {
         self
     }
 
-    /// After a failure of the primary, goes straight to the local store for `ms` (the
-    /// primary's timeout): the later steps of the same PHP call (a decision after its key
-    /// check) never wait for a failing primary a second time, before the host's breaker opens.
-    /// `clock`: monotonic milliseconds.
+    /// After a failure of a server, goes straight to the local store for `ms` (the primary's
+    /// timeout) for that server's calls: the later steps of the same PHP call (a decision after
+    /// its key check) never wait for a failing server a second time, before the host's breaker
+    /// opens. `clock`: monotonic milliseconds.
     pub fn pause_after_failure(mut self, clock: Clock, ms: u64) -> Self {
         self.pause = Some((clock, ms.min(i64::MAX as u64) as i64));
         self
     }
 
-    fn primary_just_failed(&self) -> bool {
-        match (&self.pause, self.failed_at, &self.open_local) {
-            (Some((clock, ms)), Some(at), Some(_)) => {
+    fn primary_just_failed(&self, node: &str) -> bool {
+        match (&self.pause, self.failed_at.get(node), &self.open_local) {
+            (Some((clock, ms)), Some(&at), Some(_)) => {
                 let now = clock();
                 now >= at && now - at < *ms
             }
@@ -125,76 +223,78 @@ impl Failover {
         }
     }
 
-    /// Whether this call may ask the primary, and as the probe or not.
-    fn admit(&mut self) -> Admit {
-        self.renew_shared();
-        let Some(g) = self.gate.as_mut() else {
-            return Admit::Pass;
+    /// The server `key`'s calls go to ("" when the primary does not tell them apart).
+    fn node(&mut self, key: Option<&BucketKey>) -> String {
+        match (key, &self.breakers) {
+            (Some(k), Some(_)) => self
+                .primary
+                .node_of(k, &mut Counters::default())
+                .unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+
+    /// Whether this call may ask `node`, and as the probe or not.
+    fn admit(&mut self, node: &str) -> Result<Admit, StoreError> {
+        let Some(bs) = self.breakers.as_mut() else {
+            return Ok(Admit::Pass);
         };
-        let now = (g.clock)();
-        let gate = g.shared.gate();
+        let (cfg, timeout, now) = (bs.cfg, bs.probe_timeout_ms, (bs.clock)());
+        let Some(b) = bs.get(node)? else {
+            return Ok(Admit::Pass);
+        };
+        renew(b, &self.log);
+        let gate = b.gate();
         if gate == 0 {
-            return Admit::Pass;
+            return Ok(Admit::Pass);
         }
         // A gate further ahead than any rule puts it is mended on the locked path.
-        let bound = now.saturating_add(g.cfg.retry_ms.max(g.probe_timeout_ms) as i64);
+        let bound = now.saturating_add(cfg.retry_ms.max(timeout) as i64);
         if now < gate && gate <= bound {
-            return Admit::Refuse;
+            return Ok(Admit::Refuse);
         }
-        let (cfg, timeout) = (g.cfg, g.probe_timeout_ms);
-        g.shared
-            .transition(now, |r| r.admit(&cfg, now, timeout))
-            .unwrap_or(Admit::Pass)
+        Ok(b.transition(now, |r| r.admit(&cfg, now, timeout))
+            .unwrap_or(Admit::Pass))
     }
 
-    /// Shares the host's breaker again after its file was truncated under this process (one
-    /// log line, see `OpsLog`). Until the file can be opened anew, the call decides with what
-    /// the poisoned mapping holds: zeros, a closed breaker (the primary's answer decides).
-    fn renew_shared(&mut self) {
-        if let Some(g) = self.gate.as_mut() {
-            let _ = g.shared.renew();
-            if g.shared.take_truncated() {
-                let path = g.shared.path().display().to_string();
-                self.log.note(Event::StateFileDamaged, &path);
-            }
-        }
-    }
-
-    /// Runs `f` on the primary through the breaker; a failure adds its `redis_errors` to
+    /// Runs `f` on the primary through `node`'s breaker; a failure adds its `redis_errors` to
     /// `carry` and, if it is an outage, is fed to the breaker's rules.
     fn ask_primary<T>(
         &mut self,
+        node: &str,
         carry: &mut Counters,
         f: impl FnOnce(&mut dyn Store, &mut Counters) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let admit = self.admit();
+        let admit = self.admit(node)?;
         if admit == Admit::Refuse {
             return Err(StoreError::new(ErrorKind::Unreachable, OPEN));
         }
         let result = f(self.primary.as_mut(), carry);
-        let Some(g) = self.gate.as_mut() else {
+        let Some(bs) = self.breakers.as_mut() else {
             return result;
         };
-        let (now, cfg) = ((g.clock)(), g.cfg);
+        if result.is_err() {
+            carry.redis_errors += 1;
+        }
+        let (now, cfg) = ((bs.clock)(), bs.cfg);
+        let Ok(Some(b)) = bs.get(node) else {
+            return result;
+        };
         let outage = result.as_ref().err().filter(|e| e.kind().is_outage());
+        let name = if node.is_empty() { "redis" } else { node };
         if outage.is_none() {
             if let Some(p) = admit.probe() {
-                let closed = g.shared.transition(now, |r| {
+                let closed = b.transition(now, |r| {
                     r.succeeded(Some(p));
                     !r.open
                 });
                 if closed.unwrap_or(false) {
-                    self.log.note(Event::BreakerClosed, "redis");
+                    self.log.note(Event::BreakerClosed, name);
                 }
             }
         }
-        if result.is_err() {
-            carry.redis_errors += 1;
-        }
         if let Some(e) = outage {
-            let opened = g
-                .shared
-                .transition(now, |r| r.failed(&cfg, now, admit.probe()));
+            let opened = b.transition(now, |r| r.failed(&cfg, now, admit.probe()));
             if opened.unwrap_or(false) {
                 if self.open_local.is_some() {
                     carry.fallback_switches += 1;
@@ -219,17 +319,20 @@ impl Failover {
         self.local.as_mut().map(Ok)
     }
 
-    /// How a call is answered, in one place: `f` on the primary; on a fault answered
-    /// "unavailable" ([`ErrorKind::answer`]) `f` on the local store, when there is one, with
-    /// `extra` counted in its step (a fallback decision). True when the local store answered.
+    /// How a call is answered, in one place: `f` on the primary, through the breaker of the
+    /// server `key` lives on; on a fault answered "unavailable" ([`ErrorKind::answer`]) `f` on
+    /// the local store, when there is one, with `extra` counted in its step (a fallback
+    /// decision). True when the local store answered.
     fn either<T>(
         &mut self,
+        key: Option<&BucketKey>,
         carry: &mut Counters,
         extra: Counters,
         mut f: impl FnMut(&mut dyn Store, &mut Counters) -> Result<T, StoreError>,
     ) -> Result<(T, bool), StoreError> {
-        if !self.primary_just_failed() {
-            let e = match self.ask_primary(carry, &mut f) {
+        let node = self.node(key);
+        if !self.primary_just_failed(&node) {
+            let e = match self.ask_primary(&node, carry, &mut f) {
                 Ok(v) => return Ok((v, false)),
                 Err(e) => e,
             };
@@ -237,7 +340,8 @@ impl Failover {
                 return Err(e);
             }
             if let Some((clock, _)) = &self.pause {
-                self.failed_at = Some(clock());
+                let now = clock();
+                self.failed_at.insert(node, now);
             }
             if self.open_local.is_none() {
                 return Err(e);
@@ -260,22 +364,15 @@ impl Failover {
         Ok((v, true))
     }
 
-    /// The breaker's state; None without one.
+    /// The worst state of the host's breakers; None without any.
     fn state(&mut self) -> Option<BreakerState> {
-        let g = self.gate.as_mut()?;
-        let now = (g.clock)();
-        let cfg = g.cfg;
-        Some(
-            g.shared
-                .record(now)
-                .map_or(BreakerState::Closed, |r| r.state(&cfg, now)),
-        )
+        self.breakers.as_mut().map(Breakers::state)
     }
 
     /// Both stores' stats summed; with the primary unavailable, partial: the local ones (none
     /// without a local store), so that an operator still sees the breaker during an outage.
     fn stats(&mut self, carry: &mut Counters) -> Result<Stats, StoreError> {
-        let primary = self.ask_primary(carry, |s, c| s.stats(c));
+        let primary = self.ask_primary("", carry, |s, c| s.stats(c));
         let local = self
             .local_store()
             .map(|l| l.and_then(|l| l.stats(&mut Counters::default())));
@@ -291,6 +388,16 @@ impl Failover {
         };
         s.breaker = self.state();
         Ok(s)
+    }
+}
+
+/// Shares the host's breaker again after its file was truncated under this process (one log
+/// line, see `OpsLog`). Until the file can be opened anew, the call decides with what the
+/// poisoned mapping holds: zeros, a closed breaker (the primary's answer decides).
+fn renew(b: &mut HostBreaker, log: &OpsLog) {
+    let _ = b.renew();
+    if b.take_truncated() {
+        log.note(Event::StateFileDamaged, &b.path().display().to_string());
     }
 }
 
@@ -317,7 +424,7 @@ impl Store for Failover {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
-        let (mut a, local) = self.either(carry, FALLBACK_DECISION, |s, c| {
+        let (mut a, local) = self.either(Some(key), carry, FALLBACK_DECISION, |s, c| {
             s.acquire(key, ask, lease_ttl_ms, c)
         })?;
         if local {
@@ -327,7 +434,7 @@ impl Store for Failover {
     }
 
     /// As [`Store::acquire`]: the local store decides the whole compound call when the
-    /// primary cannot, in its own single step.
+    /// primary cannot, in its own single step. (A subject's buckets share one server.)
     fn acquire_all(
         &mut self,
         keys: &[BucketKey],
@@ -335,7 +442,7 @@ impl Store for Failover {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
-        let (mut a, local) = self.either(carry, FALLBACK_DECISION, |s, c| {
+        let (mut a, local) = self.either(keys.first(), carry, FALLBACK_DECISION, |s, c| {
             s.acquire_all(keys, asks, lease_ttl_ms, c)
         })?;
         if local {
@@ -353,7 +460,9 @@ impl Store for Failover {
         policy: &Policy,
         carry: &mut Counters,
     ) -> Result<Verdict, StoreError> {
-        let (mut v, local) = self.either(carry, Counters::ZERO, |s, c| s.peek(key, policy, c))?;
+        let (mut v, local) = self.either(Some(key), carry, Counters::ZERO, |s, c| {
+            s.peek(key, policy, c)
+        })?;
         if local {
             v.source = Source::Fallback;
         }
@@ -366,7 +475,8 @@ impl Store for Failover {
     /// release writes none of the carried counts: they wait for the next step.
     fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
         let all = leases.len() as u64;
-        match self.ask_primary(carry, |s, c| s.release(leases, c)) {
+        let node = self.node(leases.first().map(|l| &l.key));
+        match self.ask_primary(&node, carry, |s, c| s.release(leases, c)) {
             Ok(n) if n >= all => Ok(n),
             Ok(n) => {
                 let local = match self.local_store() {
@@ -389,7 +499,8 @@ impl Store for Failover {
     /// Forgets the bucket in both stores (the local one may keep what an outage decided).
     /// The primary unavailable: its error, after the local store forgot it too.
     fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
-        let primary = self.ask_primary(carry, |s, c| s.reset(key, c));
+        let node = self.node(Some(key));
+        let primary = self.ask_primary(&node, carry, |s, c| s.reset(key, c));
         let local = match self.local_store() {
             Some(Ok(l)) => l.reset(key, &mut Counters::default()).unwrap_or(false),
             _ => false,
@@ -402,12 +513,23 @@ impl Store for Failover {
             Query::Stats => self.stats(carry).map(Reply::Stats),
             // A deny cache in front sees the decisions of two stores: it tracks no epoch.
             Query::RefillEpoch => Ok(Reply::Epoch(RefillEpoch::Untracked)),
+            Query::Node(_) => self.primary.serve(q, carry),
             // Denials answered in front of the primary's decisions are the primary's.
-            Query::AddDenials(_) => self.ask_primary(carry, |s, c| s.serve(q, c)),
+            Query::AddDenials(d) => {
+                let node = self.node(d.first().map(|(k, _)| k));
+                self.ask_primary(&node, carry, |s, c| s.serve(q, c))
+            }
             // Never a call to an unavailable primary: not at the end of each request.
             Query::Tick => {
-                self.renew_shared();
-                if self.gate.as_ref().is_none_or(|g| g.shared.gate() == 0) {
+                let closed = match self.breakers.as_mut().map(|bs| bs.get("")) {
+                    None | Some(Ok(None)) => true,
+                    Some(Ok(Some(b))) => {
+                        renew(b, &self.log);
+                        b.gate() == 0
+                    }
+                    Some(Err(_)) => false,
+                };
+                if closed {
                     self.primary.tick(carry);
                 }
                 if let Some(l) = self.local.as_mut() {
@@ -415,7 +537,7 @@ impl Store for Failover {
                 }
                 Ok(Reply::Done)
             }
-            Query::Flush => match self.ask_primary(carry, |s, c| s.flush(c)) {
+            Query::Flush => match self.ask_primary("", carry, |s, c| s.flush(c)) {
                 Ok(()) => {
                     if let Some(l) = self.local.as_mut() {
                         let _ = l.flush(&mut Counters::default());
@@ -428,12 +550,12 @@ impl Store for Failover {
                 },
             },
             // During an outage without a local store, the pressure view is empty, not an error.
-            Query::Top(_) => match self.either(carry, Counters::ZERO, |s, c| s.serve(q, c)) {
+            Query::Top(_) => match self.either(None, carry, Counters::ZERO, |s, c| s.serve(q, c)) {
                 Err(e) if e.kind().answer() == Answer::Unavailable => Ok(Reply::Top(Vec::new())),
                 r => r.map(|(r, _)| r),
             },
             Query::KeyRecord | Query::RecordKey(..) => self
-                .either(carry, Counters::ZERO, |s, c| s.serve(q, c))
+                .either(None, carry, Counters::ZERO, |s, c| s.serve(q, c))
                 .map(|(r, _)| r),
         }
     }
@@ -508,12 +630,7 @@ mod tests {
         }
 
         fn with_breaker(&self, f: Failover, cfg: BreakerConfig) -> Failover {
-            f.breaker(
-                HostBreaker::open(&self.path).unwrap(),
-                cfg,
-                50,
-                self.time.clock(),
-            )
+            f.breaker(&self.path, cfg, 50, self.time.clock()).unwrap()
         }
 
         /// A worker with the breaker only (`ratelimit.redis_fallback=none`).
@@ -668,7 +785,7 @@ mod tests {
         h.time.set(1_000 + 1_000);
         assert_eq!(a.state(), Some(BreakerState::HalfOpen));
         // a holds the probe while b comes: b is refused (simulated by taking the slot first).
-        let slot = a.admit();
+        let slot = a.admit("").unwrap();
         assert!(slot.probe().is_some());
         assert!(acquire(&mut b, 0).is_err());
         assert_eq!(other.calls(), 0);
@@ -694,23 +811,112 @@ mod tests {
         assert_eq!(h.primary.calls(), calls + 1);
     }
 
+    /// Every failed call is a `redis_errors`; only outages (no answer in time, no connection)
+    /// open the breaker: a server that answered with an error is up.
     #[test]
-    fn every_failed_call_is_a_redis_error_of_any_kind_and_refusals_are_not() {
+    fn every_failed_call_is_a_redis_error_and_only_outages_open_it() {
         let h = host();
         let mut a = h.breaker_only();
         let mut carry = Counters::default();
         for kind in [
             ErrorKind::Misconfigured,
             ErrorKind::Io,
+            ErrorKind::Corrupt,
+            ErrorKind::Full,
             ErrorKind::Unreachable,
             ErrorKind::Timeout,
         ] {
             h.primary.fail(Some(kind));
             a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
         }
+        assert_eq!(
+            a.state(),
+            Some(BreakerState::Closed),
+            "two outages of three"
+        );
+        a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
         let e = a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
         assert_eq!(e.what(), OPEN, "refused: open");
-        assert_eq!(carry.redis_errors, 4);
+        assert_eq!(carry.redis_errors, 7, "the refused call is no call");
+    }
+
+    /// A damaged value (another tenant's hash at a bucket's name) fails its own calls, never
+    /// the host's: the breaker stays closed and the other subjects are decided.
+    #[test]
+    fn a_damaged_value_never_opens_the_breaker() {
+        let h = host();
+        let mut a = h.breaker_only();
+        h.primary
+            .0
+            .borrow_mut()
+            .failing
+            .insert(key(1).bucket, ErrorKind::Corrupt);
+        for _ in 0..20 {
+            assert_eq!(acquire(&mut a, 0).unwrap_err().kind(), ErrorKind::Corrupt);
+        }
+        assert_eq!(a.state(), Some(BreakerState::Closed));
+        let other = a.acquire(&key(2), &ask(0), 60_000, &mut Counters::default());
+        assert!(other.unwrap().verdict.allowed);
+    }
+
+    /// Two masters, one stopped: its subjects fail (then are refused at once), the other
+    /// master's keep being decided by the store; stats report the open breaker.
+    #[test]
+    fn a_sick_node_stops_only_its_own_subjects() {
+        let h = host();
+        {
+            let mut st = h.primary.0.borrow_mut();
+            st.nodes.insert(key(1).bucket, "10.0.0.1:7000".into());
+            st.nodes.insert(key(2).bucket, "10.0.0.2:7000".into());
+            st.failing.insert(key(1).bucket, ErrorKind::Timeout);
+        }
+        let (mut a, mut b) = (h.breaker_only(), h.breaker_only());
+        let mut carry = Counters::default();
+        for _ in 0..3 {
+            let e = a.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Timeout);
+        }
+        let calls = h.primary.calls();
+        let e = b.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap_err();
+        assert_eq!(
+            e.what(),
+            OPEN,
+            "the node's breaker is the host's: another worker"
+        );
+        assert_eq!(h.primary.calls(), calls, "not asked");
+        for w in [&mut a, &mut b] {
+            let d = w.acquire(&key(2), &ask(0), 60_000, &mut carry).unwrap();
+            assert_eq!(d.verdict.source, Source::Store, "the healthy node decides");
+        }
+        assert_eq!(stats(&mut b).unwrap().breaker, Some(BreakerState::Open));
+        let unknown = a.acquire(&key(3), &ask(0), 60_000, &mut carry).unwrap();
+        assert!(
+            unknown.verdict.allowed,
+            "no known node: the site's breaker, closed"
+        );
+    }
+
+    /// With the local fallback, a sick node's subjects are decided locally while the healthy
+    /// node's are still Redis's, also within the pause after a failure.
+    #[test]
+    fn with_a_sick_node_only_its_subjects_fall_back() {
+        let h = host();
+        {
+            let mut st = h.primary.0.borrow_mut();
+            st.nodes.insert(key(1).bucket, "10.0.0.1:7000".into());
+            st.nodes.insert(key(2).bucket, "10.0.0.2:7000".into());
+            st.failing.insert(key(1).bucket, ErrorKind::Timeout);
+        }
+        let mut w = h.worker().pause_after_failure(h.time.clock(), 50);
+        let mut carry = Counters::default();
+        let sick = w.acquire(&key(1), &ask(0), 60_000, &mut carry).unwrap();
+        assert_eq!(sick.verdict.source, Source::Fallback);
+        let healthy = w.acquire(&key(2), &ask(0), 60_000, &mut carry).unwrap();
+        assert_eq!(
+            healthy.verdict.source,
+            Source::Store,
+            "not paused: another node"
+        );
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub struct State {
     pub epoch: Option<RefillEpoch>,
     /// Admissions remembered for their request id, with the lease each took.
     pub requests: HashMap<Pseudonym, (Record, Option<LeaseId>)>,
+    /// The server each bucket lives on, for a breaker per node (none named: one server).
+    pub nodes: HashMap<Pseudonym, String>,
+    /// Buckets whose calls fail while `fail` is unset (a sick node), with this kind.
+    pub failing: HashMap<Pseudonym, ErrorKind>,
 }
 
 impl State {
@@ -139,6 +143,16 @@ impl Fake {
     fn read(&self) -> Result<(), StoreError> {
         self.step(&mut Counters::default())
     }
+
+    /// A call about `bucket`: fails too while its node is sick (see [`State::failing`]).
+    fn step_on(&self, bucket: &Pseudonym, carry: &mut Counters) -> Result<(), StoreError> {
+        let sick = self.0.borrow().failing.get(bucket).copied();
+        if let Some(kind) = sick {
+            self.0.borrow_mut().calls += 1;
+            return Err(StoreError::new(kind, "fake node failing"));
+        }
+        self.step(carry)
+    }
 }
 
 /// A clock the test moves.
@@ -173,7 +187,7 @@ impl Store for Fake {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
-        self.step(carry)?;
+        self.step_on(&key.bucket, carry)?;
         let now = (self.1)();
         let mut s = self.0.borrow_mut();
         let slots = s.live_slots(&key.bucket, now);
@@ -224,7 +238,7 @@ impl Store for Fake {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
-        self.step(carry)?;
+        self.step_on(&keys[0].bucket, carry)?;
         let now = (self.1)();
         let mut s = self.0.borrow_mut();
         let slots = s.live_slots(&keys[0].bucket, now);
@@ -331,6 +345,13 @@ impl Reports for Fake {
     fn top(&mut self, _: usize) -> Result<Vec<BucketView>, StoreError> {
         self.read()?;
         Ok(Vec::new())
+    }
+}
+
+/// The node a test named for the bucket (see [`State::nodes`]).
+impl super::Nodes for Fake {
+    fn node_of(&mut self, key: &BucketKey) -> Option<String> {
+        self.0.borrow().nodes.get(&key.bucket).cloned()
     }
 }
 

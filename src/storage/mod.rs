@@ -140,11 +140,12 @@ impl ErrorKind {
         }
     }
 
-    /// Whether a failed call to a primary behind a breaker counts toward opening it: every
-    /// fault but the server's refusal of our settings (a wrong password, a missing permission,
-    /// a database that does not exist), which is no outage and stays an error on every call.
+    /// Whether a failed call to a primary behind a breaker counts toward opening it: only no
+    /// answer in time and no connection. A server that answered, even with an error (our
+    /// settings refused, a damaged value, out of memory), is up: its errors cost no wait, and a
+    /// breaker opened by them would hide what an operator must see on every call.
     pub fn is_outage(self) -> bool {
-        self != ErrorKind::Misconfigured
+        matches!(self, ErrorKind::Timeout | ErrorKind::Unreachable)
     }
 }
 
@@ -358,6 +359,8 @@ pub enum Query<'a> {
     Flush,
     /// [`RefillWatch::refill_epoch`].
     RefillEpoch,
+    /// [`Nodes::node_of`].
+    Node(&'a BucketKey),
 }
 
 /// A store's answer to a [`Query`], the variant of the query's kind.
@@ -368,6 +371,7 @@ pub enum Reply {
     KeyRecord(Option<KeyRecord>),
     Recorded(bool),
     Epoch(RefillEpoch),
+    Node(Option<String>),
     Done,
 }
 
@@ -417,10 +421,18 @@ pub trait RefillWatch {
     fn refill_epoch(&mut self) -> RefillEpoch;
 }
 
+/// Which server a bucket's calls go to, for a breaker per server: a sick Redis master makes
+/// only its own subjects unavailable.
+pub trait Nodes {
+    /// The server's address as the store knows it now, without asking the network; None for a
+    /// store of one server (or one that does not know yet).
+    fn node_of(&mut self, key: &BucketKey) -> Option<String>;
+}
+
 /// [`Store::serve`] of a backend, from its capability traits.
 pub fn answer<S>(s: &mut S, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError>
 where
-    S: Reports + KeyRecords + Batching + RefillWatch,
+    S: Reports + KeyRecords + Batching + RefillWatch + Nodes,
 {
     Ok(match q {
         Query::Stats => Reply::Stats(s.stats()?),
@@ -440,6 +452,7 @@ where
             Reply::Done
         }
         Query::RefillEpoch => Reply::Epoch(s.refill_epoch()),
+        Query::Node(key) => Reply::Node(s.node_of(key)),
     })
 }
 
@@ -515,6 +528,13 @@ pub trait StoreExt: Store {
         match self.serve(Query::RefillEpoch, carry) {
             Ok(Reply::Epoch(e)) => e,
             _ => RefillEpoch::Unknown,
+        }
+    }
+
+    fn node_of(&mut self, key: &BucketKey, carry: &mut Counters) -> Option<String> {
+        match self.serve(Query::Node(key), carry) {
+            Ok(Reply::Node(n)) => n,
+            _ => None,
         }
     }
 }

@@ -115,6 +115,16 @@ impl Conn {
         self.target.describe()
     }
 
+    /// The master `key`'s calls go to, as this worker last knew the cluster, without asking the
+    /// network: for a breaker per node. None for a single server, or before the cluster's map
+    /// was first read.
+    pub fn node_of(&self, key: &str) -> Option<String> {
+        match &self.servers {
+            Servers::Single(_) => None,
+            Servers::Cluster(c) => c.node_of(key),
+        }
+    }
+
     /// Runs `f` on the connection to `route`'s server within one time budget. Any error drops
     /// that connection. A cluster's redirection (MOVED, ASK: the command did not run) is followed
     /// once, to the node it names; nothing else is ever sent twice, since a call that timed out
@@ -383,6 +393,9 @@ struct Cluster {
     nodes: Vec<Node>,
     /// Slot ranges (first, last) and the index in `nodes` of their master; empty: to be read.
     slots: Vec<(u16, u16, usize)>,
+    /// The map is to be read again before the next call (a call failed: the slots may have
+    /// moved); until then it still says where a key's master was ([`Conn::node_of`]).
+    stale: bool,
     /// Where the next reading of the slots starts: past a node that failed.
     cursor: usize,
     /// Given to the nodes met later (see [`Node::check_policy`]).
@@ -394,6 +407,7 @@ impl Cluster {
         Self {
             nodes: seeds.iter().cloned().map(Node::new).collect(),
             slots: Vec::new(),
+            stale: false,
             cursor: 0,
             check_policy: true,
         }
@@ -406,7 +420,7 @@ impl Cluster {
         timeout: Duration,
         f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
     ) -> Result<T, Fault> {
-        if self.slots.is_empty() {
+        if self.slots.is_empty() || self.stale {
             self.read_slots(deadline, timeout)?;
         }
         let at = self.master_of(route);
@@ -417,7 +431,7 @@ impl Cluster {
         };
         // Whatever failed, the slots may have moved (a failover, a resharding): read anew next,
         // from another node than this one.
-        self.slots.clear();
+        self.stale = true;
         if self.cursor == at {
             self.cursor = (at + 1) % self.nodes.len();
         }
@@ -440,6 +454,19 @@ impl Cluster {
             }
             _ => Err(e),
         }
+    }
+
+    /// The address of the master that served `key`'s slot when the map was last read.
+    fn node_of(&self, key: &str) -> Option<String> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        Some(
+            self.nodes[self.master_of(Route::Key(key))]
+                .info
+                .addr()
+                .to_string(),
+        )
     }
 
     /// The index of the master serving `route` (the map is not empty).
@@ -489,6 +516,7 @@ impl Cluster {
                         ))));
                     }
                     self.slots = slots;
+                    self.stale = false;
                     self.cursor = at;
                     return Ok(());
                 }
@@ -696,10 +724,7 @@ mod tests {
         let Servers::Cluster(cl) = &c.servers else {
             unreachable!()
         };
-        assert!(
-            cl.slots.is_empty(),
-            "a redirection makes the map be read again"
-        );
+        assert!(cl.stale, "a redirection makes the map be read again");
     }
 
     #[test]

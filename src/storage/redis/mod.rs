@@ -579,6 +579,14 @@ impl Store for RedisStore {
     }
 }
 
+/// A cluster's master, as this worker last knew the slots.
+impl crate::storage::Nodes for RedisStore {
+    fn node_of(&mut self, key: &BucketKey) -> Option<String> {
+        let bucket = self.bucket_key(key);
+        self.conn.node_of(&bucket)
+    }
+}
+
 /// Not tracked: another process's reset is seen when a deny cache's remembered wait ends.
 impl RefillWatch for RedisStore {
     fn refill_epoch(&mut self) -> RefillEpoch {

@@ -465,6 +465,13 @@ impl Store for SqliteStore {
     }
 }
 
+/// One file: no server to tell apart.
+impl super::Nodes for SqliteStore {
+    fn node_of(&mut self, _: &BucketKey) -> Option<String> {
+        None
+    }
+}
+
 impl RefillWatch for SqliteStore {
     fn refill_epoch(&mut self) -> RefillEpoch {
         // `opened` moves with every queue file opened: a count of another file (one made
