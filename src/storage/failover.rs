@@ -377,7 +377,9 @@ impl Failover {
             .local_store()
             .map(|l| l.and_then(|l| l.stats(&mut Counters::default())));
         let mut s = match (primary, local) {
-            (Ok(p), None) | (Ok(p), Some(Err(_))) => p,
+            (Ok(p), None) => p,
+            // The local store's counts are the site's too: without them, partial.
+            (Ok(p), Some(Err(_))) => Stats { partial: true, ..p },
             (Ok(p), Some(Ok(l))) => add(&p, &l),
             (Err(e), _) if e.kind().answer() == Answer::Error => return Err(e),
             (Err(_), Some(Ok(l))) => Stats { partial: true, ..l },

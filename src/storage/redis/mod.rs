@@ -693,11 +693,15 @@ impl Batching for RedisStore {
         let _ = self.flush_pending(false);
     }
 
-    /// The counts are taken on at once (pending), written now if the server answers, else by
-    /// a later flush.
+    /// Writes what is pending with the carried counts; when the server cannot take them, they
+    /// all go back to the carry, for another store (the local fallback) to write.
     fn flush(&mut self, carry: &mut Counters) -> Result<(), StoreError> {
         self.pending.add(&std::mem::take(carry));
-        self.flush_pending(true)
+        let r = self.flush_pending(true);
+        if r.is_err() {
+            carry.add(&std::mem::take(&mut self.pending));
+        }
+        r
     }
 }
 
