@@ -1207,6 +1207,27 @@ mod tests {
         assert_eq!((s.counters.allowed, s.entries), (2, 2));
     }
 
+    /// A scrape must never see a counter fall (a scraper reads it as a reset): stats that
+    /// lack the local store's counts (it cannot be read now) say they are partial.
+    #[test]
+    fn stats_without_the_local_stores_counts_are_partial() {
+        let h = host();
+        let mut f = h.fallback_only();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut f, 0).unwrap();
+        h.primary.fail(None);
+        let whole = stats(&mut f).unwrap();
+        assert_eq!(whole.counters.fallback_decisions, 1);
+        h.local.fail(Some(ErrorKind::Busy));
+        let s = stats(&mut f).unwrap();
+        assert!(
+            s.partial || s.counters.fallback_decisions >= whole.counters.fallback_decisions,
+            "a counter fell from {:?} to {:?} and the stats are not marked partial",
+            whole.counters,
+            s.counters
+        );
+    }
+
     #[test]
     fn a_reset_forgets_the_bucket_in_both_stores() {
         let h = host();
