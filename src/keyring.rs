@@ -10,7 +10,7 @@ use crate::core::subject::{fingerprint, BucketKey, Pseudonym, Pseudonymizer};
 use crate::keyfile::{self, KeyError};
 use crate::opslog::{Event, OpsLog};
 use crate::storage::{Counters, ErrorKind, Store, StoreError, StoreExt};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -93,6 +93,10 @@ pub struct KeyRing {
     replaced: Option<Fingerprint>,
     /// `ratelimit.key_fingerprint`: the only key this process may hold.
     pinned: Option<[u8; 8]>,
+    /// The host's note of the key it settled with the store (see [`Self::noting_settled`]),
+    /// and what this process last wrote or read there.
+    settled_note: Option<PathBuf>,
+    noted: Option<(Fingerprint, i64)>,
 }
 
 fn key_error(e: KeyError) -> StoreError {
@@ -122,7 +126,62 @@ impl KeyRing {
             settled_since: None,
             replaced: None,
             pinned: None,
+            settled_note: None,
+            noted: None,
         })
+    }
+
+    /// Keeps the key settled with the store in the host's file at `path` (beside the
+    /// database): a fresh worker (a respawn) whose store cannot be asked now, and whose key is
+    /// the one the host settled, decides with it instead of answering "unavailable" (on a
+    /// Cluster, the master holding the record may hang while the others answer). A worker whose
+    /// key differs still needs the store.
+    pub fn noting_settled(mut self, path: PathBuf) -> Self {
+        self.settled_note = Some(path);
+        self
+    }
+
+    /// Writes the settled key to the host's note, when it is not what the note says already.
+    /// Best effort: a note that cannot be written costs a fresh worker its fallback, no more.
+    fn note_settled(&mut self) {
+        let (Some(path), Some(since)) = (&self.settled_note, self.settled_since) else {
+            return;
+        };
+        let now = (self.current.fingerprint, since);
+        if self.noted == Some(now) {
+            return;
+        }
+        let text = format!("{} {since}\n", keyswitch::hex(&now.0));
+        let tmp = {
+            let mut t = path.clone().into_os_string();
+            t.push(format!(".{}", std::process::id()));
+            PathBuf::from(t)
+        };
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_ok() {
+            self.noted = Some(now);
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+
+    /// The key the host's note says was settled, and since when; None without a note that is
+    /// ours (a regular file of this user, not a link) and reads as one.
+    fn read_note(&self) -> Option<(Fingerprint, i64)> {
+        let path = self.settled_note.as_ref()?;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if !meta.file_type().is_file() || meta.uid() != crate::trust::euid() || meta.len() > 128 {
+            return None;
+        }
+        let text = std::fs::read_to_string(path).ok()?;
+        let (fp, since) = text.trim_end().split_once(' ')?;
+        Some((keyswitch::unhex(fp)?, since.parse().ok()?))
     }
 
     /// Refuses any key but the one `pin` names (`ratelimit.key_fingerprint`), now and whenever
@@ -146,6 +205,8 @@ impl KeyRing {
             settled_since: None,
             replaced: None,
             pinned: None,
+            settled_note: None,
+            noted: None,
         }
     }
 
@@ -199,6 +260,18 @@ impl KeyRing {
                 Err(e) if e.is_transient() && self.checked_at.is_some() && !replaced => {
                     self.checked_at = Some(Instant::now());
                     return Ok(());
+                }
+                // A fresh worker: the key its host settled, if it is the one it holds.
+                Err(e) if e.is_transient() && self.checked_at.is_none() && !replaced => {
+                    match self.read_note() {
+                        Some((fp, since)) if fp == self.current.fingerprint => {
+                            self.settled_since = Some(since);
+                            self.noted = Some((fp, since));
+                            self.checked_at = Some(Instant::now());
+                            return Ok(());
+                        }
+                        _ => return Err(e),
+                    }
                 }
                 Err(e) => return Err(e),
             };
@@ -269,6 +342,7 @@ impl KeyRing {
         if let Some((p, _)) = &self.previous {
             log.note(Event::KeysMigrating, &p.display().to_string());
         }
+        self.note_settled();
         self.checked_at = Some(Instant::now());
         Ok(())
     }
@@ -409,6 +483,53 @@ mod tests {
 
     fn due(ring: &mut KeyRing) {
         ring.checked_at = Some(Instant::now() - CHECK_EVERY);
+    }
+
+    /// A respawned worker whose store cannot be asked now decides with the key its host
+    /// settled, when it holds that key; with another key, or without the host's note, it waits
+    /// for the store.
+    #[test]
+    fn a_fresh_worker_with_the_hosts_settled_key_decides_while_the_store_cannot_be_asked() {
+        let mut t = Setup::new();
+        let note = t.dir.path().join("db.sqlite.key-settled");
+        t.ring = KeyRing::load(&t.dir.path().join("key"), true, None)
+            .unwrap()
+            .noting_settled(note.clone());
+        t.check().unwrap();
+        assert!(note.exists(), "the settled key noted for the host");
+        t.fake.fail(Some(ErrorKind::Timeout));
+        let fresh = || KeyRing::load(&t.dir.path().join("key"), false, None).unwrap();
+        let mut c = Counters::default();
+        let mut noted = fresh().noting_settled(note.clone());
+        noted
+            .check(t.store.as_mut(), &mut c, &OpsLog::none())
+            .unwrap();
+        assert_eq!(noted.settled_since, t.ring.settled_since);
+        let mut unnoted = fresh();
+        let e = unnoted.check(t.store.as_mut(), &mut c, &OpsLog::none());
+        assert_eq!(
+            e.unwrap_err().kind(),
+            ErrorKind::Timeout,
+            "no note: the store decides"
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        let mut other = KeyRing::load(&elsewhere.path().join("key"), true, None)
+            .unwrap()
+            .noting_settled(note.clone());
+        let e = other.check(t.store.as_mut(), &mut c, &OpsLog::none());
+        assert_eq!(
+            e.unwrap_err().kind(),
+            ErrorKind::Timeout,
+            "another key: the store decides"
+        );
+        std::fs::write(&note, "not a note\n").unwrap();
+        let mut garbled = fresh().noting_settled(note);
+        let e = garbled.check(t.store.as_mut(), &mut c, &OpsLog::none());
+        assert_eq!(
+            e.unwrap_err().kind(),
+            ErrorKind::Timeout,
+            "a note that does not read"
+        );
     }
 
     #[test]

@@ -127,10 +127,15 @@ pub fn limiter(
     let (key_path, create) = place.key_path(config);
     let previous =
         (!config.key_file_previous.is_empty()).then(|| PathBuf::from(&config.key_file_previous));
-    let keys = KeyRing::load(&key_path, create, previous.as_deref())
+    let db_path = place.db_path(config);
+    let mut keys = KeyRing::load(&key_path, create, previous.as_deref())
         .and_then(|k| k.pinned(config.key_fingerprint))
         .map_err(OpenError::Key)?;
-    let store = store(config, &place.db_path(config), clocks, log).map_err(OpenError::Store)?;
+    if config.backend == Backend::Redis {
+        // The key record lives in Redis: a respawned worker may find its master hung.
+        keys = keys.noting_settled(crate::storage::statefile::beside(&db_path, ".key-settled"));
+    }
+    let store = store(config, &db_path, clocks, log).map_err(OpenError::Store)?;
     let settings = Settings {
         fail_open: config.fail_open,
         lease_ttl_ms: config.lease_ttl_ms,

@@ -35,7 +35,11 @@ fn counts_flushed_while_redis_refuses_are_written_by_the_local_fallback() {
     };
     let ask = Ask::new(Policy::new(5, 60_000).unwrap(), 1, 0);
     let a = store.acquire(&key, &ask, 60_000, &mut carry).unwrap();
-    assert_eq!(a.verdict.source, Source::Fallback, "Redis refused: decided locally");
+    assert_eq!(
+        a.verdict.source,
+        Source::Fallback,
+        "Redis refused: decided locally"
+    );
     // What the limiter still holds at its end: an "unavailable" decision it could not write.
     carry.unavailable = 1;
     let _ = store.flush(&mut carry);

@@ -123,6 +123,23 @@ pub fn short(fp: &Fingerprint) -> String {
     fp[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A whole fingerprint in lowercase hex (32 characters).
+pub fn hex(fp: &Fingerprint) -> String {
+    fp.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The fingerprint `text` names in hex; None for anything else.
+pub fn unhex(text: &str) -> Option<Fingerprint> {
+    if text.len() != 32 || !text.is_ascii() {
+        return None;
+    }
+    let mut fp = [0u8; 16];
+    for (i, b) in fp.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(fp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +175,21 @@ mod tests {
     }
 
     const NOW: i64 = T0 + 5_000;
+
+    #[test]
+    fn a_fingerprint_reads_back_from_its_hex_and_nothing_else_reads() {
+        let fp: Fingerprint = std::array::from_fn(|i| (i * 17) as u8);
+        assert_eq!(unhex(&hex(&fp)), Some(fp));
+        for bad in [
+            "",
+            "00",
+            &"g".repeat(32),
+            &"0".repeat(33),
+            "é0000000000000000000000000000000",
+        ] {
+            assert_eq!(unhex(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_fresh_store_records_the_first_key() {
