@@ -898,6 +898,36 @@ mod tests {
         );
     }
 
+    /// A request's leases on two masters, one of them stopped: the release's failures are the
+    /// sick master's, never fed to the healthy one's breaker, whose subjects keep deciding.
+    #[test]
+    fn a_release_spanning_masters_never_opens_a_healthy_masters_breaker() {
+        let h = host();
+        {
+            let mut st = h.primary.0.borrow_mut();
+            st.nodes.insert(key(1).bucket, "10.0.0.1:7000".into());
+            st.nodes.insert(key(2).bucket, "10.0.0.2:7000".into());
+        }
+        let mut a = h.breaker_only();
+        let mut carry = Counters::default();
+        let healthy = a.acquire(&key(1), &ask(1), 60_000, &mut carry).unwrap();
+        let sick = a.acquire(&key(2), &ask(1), 60_000, &mut carry).unwrap();
+        let leases = [healthy.lease.unwrap(), sick.lease.unwrap()];
+        h.primary
+            .0
+            .borrow_mut()
+            .failing
+            .insert(key(2).bucket, ErrorKind::Timeout);
+        for _ in 0..3 {
+            assert!(a.release(&leases, &mut carry).is_err());
+        }
+        let d = a.acquire(&key(1), &ask(0), 60_000, &mut carry);
+        assert!(
+            d.as_ref().is_ok_and(|d| d.verdict.source == Source::Store),
+            "the healthy master's subject: {d:?}"
+        );
+    }
+
     /// With the local fallback, a sick node's subjects are decided locally while the healthy
     /// node's are still Redis's, also within the pause after a failure.
     #[test]

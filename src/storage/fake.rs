@@ -309,12 +309,28 @@ impl Store for Fake {
         ))
     }
 
+    /// As Redis frees them: one call per lease, to its bucket's server, in order; a sick one
+    /// fails the release after the earlier leases were freed, writing no count.
     fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+        let fail = self.0.borrow().fail;
+        if let Some(kind) = fail {
+            self.0.borrow_mut().calls += 1;
+            return Err(StoreError::new(kind, "fake store failing"));
+        }
+        let mut freed = 0;
+        for t in leases {
+            let sick = self.0.borrow().failing.get(&t.key.bucket).copied();
+            if let Some(kind) = sick {
+                self.0.borrow_mut().calls += 1;
+                return Err(StoreError::new(kind, "fake node failing"));
+            }
+            let mut s = self.0.borrow_mut();
+            let before = s.leases.len();
+            s.leases.retain(|l| l.0 != t.id);
+            freed += (before - s.leases.len()) as u64;
+        }
         self.step(carry)?;
-        let mut s = self.0.borrow_mut();
-        let before = s.leases.len();
-        s.leases.retain(|l| !leases.iter().any(|t| t.id == l.0));
-        Ok((before - s.leases.len()) as u64)
+        Ok(freed)
     }
 
     fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
