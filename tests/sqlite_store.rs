@@ -794,3 +794,27 @@ fn a_database_of_an_older_schema_is_rebuilt() {
     assert!(acquire(&mut s, &clock, T0, 1, 5, 60_000, 0).verdict.allowed);
     assert!(s.stats().is_ok());
 }
+
+/// A compound call whose new bucket needs room must not make it by dropping another bucket of
+/// the same call (which its write then brings back): the table would go past `max_entries`,
+/// and an eviction would be counted for a bucket that was never lost.
+#[test]
+fn a_compound_call_makes_room_with_buckets_outside_the_call() {
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = open(&f.path, 2, &clock);
+    let hour = 3_600_000;
+    acquire(&mut s, &clock, T0, 2, 2, hour, 0);
+    acquire(&mut s, &clock, T0 + 1_000, 3, 2, hour, 0);
+    clock.set(T0 + 2_000);
+    let asks = [ask(2, hour, 0), ask(2, hour, 0)];
+    let a = s
+        .acquire_all(&[key(1), key(2)], &asks, 60_000, &mut none())
+        .unwrap();
+    assert!(a.verdict.allowed, "{a:?}");
+    let rows: i64 = rusqlite::Connection::open(&f.path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM buckets", [], |r| r.get(0))
+        .unwrap();
+    assert!(rows <= 2, "{rows} rows with max_entries 2");
+}
