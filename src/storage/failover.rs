@@ -471,30 +471,46 @@ impl Store for Failover {
         Ok(v)
     }
 
-    /// A lease lives in the store that took it: the primary first, then, for those it did not
-    /// find (or when it is unavailable), the local store. Unavailable and not all found
-    /// locally: the primary's error, so that the caller tries again later. The local store's
-    /// release writes none of the carried counts: they wait for the next step.
+    /// A lease lives in the store that took it: the primary first, each lease through the
+    /// breaker of its own server (a request's leases may live on several masters), then, for
+    /// those not found there (or whose server is unavailable), the local store. Some not freed
+    /// because a server is unavailable: that server's error, so that the caller tries again
+    /// later. The local store's release writes none of the carried counts: they wait for the
+    /// next step.
     fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
         let all = leases.len() as u64;
-        let node = self.node(leases.first().map(|l| &l.key));
-        match self.ask_primary(&node, carry, |s, c| s.release(leases, c)) {
-            Ok(n) if n >= all => Ok(n),
-            Ok(n) => {
-                let local = match self.local_store() {
-                    Some(Ok(l)) => l.release(leases, &mut Counters::default()).unwrap_or(0),
-                    _ => 0,
-                };
-                Ok(n + local)
+        let mut by_node: Vec<(String, Vec<LeaseToken>)> = Vec::new();
+        for l in leases {
+            let node = self.node(Some(&l.key));
+            match by_node.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, group)) => group.push(*l),
+                None => by_node.push((node, vec![*l])),
             }
-            Err(e) if e.kind().answer() == Answer::Error => Err(e),
-            Err(e) => match self.local_store() {
-                Some(Ok(l)) => match l.release(leases, &mut Counters::default()) {
-                    Ok(n) if n >= all => Ok(n),
-                    _ => Err(e),
-                },
-                _ => Err(e),
-            },
+        }
+        let (mut freed, mut elsewhere, mut failure) = (0, Vec::new(), None);
+        for (node, group) in by_node {
+            match self.ask_primary(&node, carry, |s, c| s.release(&group, c)) {
+                Ok(n) => {
+                    freed += n;
+                    if n < group.len() as u64 {
+                        elsewhere.extend(group);
+                    }
+                }
+                Err(e) if e.kind().answer() == Answer::Error => return Err(e),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    elsewhere.extend(group);
+                }
+            }
+        }
+        if !elsewhere.is_empty() {
+            if let Some(Ok(l)) = self.local_store() {
+                freed += l.release(&elsewhere, &mut Counters::default()).unwrap_or(0);
+            }
+        }
+        match failure {
+            Some(e) if freed < all => Err(e),
+            _ => Ok(freed),
         }
     }
 
@@ -516,10 +532,25 @@ impl Store for Failover {
             // A deny cache in front sees the decisions of two stores: it tracks no epoch.
             Query::RefillEpoch => Ok(Reply::Epoch(RefillEpoch::Untracked)),
             Query::Node(_) => self.primary.serve(q, carry),
-            // Denials answered in front of the primary's decisions are the primary's.
+            // Denials answered in front of the primary's decisions are the primary's, each
+            // bucket's through its own server's breaker.
             Query::AddDenials(d) => {
-                let node = self.node(d.first().map(|(k, _)| k));
-                self.ask_primary(&node, carry, |s, c| s.serve(q, c))
+                let mut by_node: Vec<(String, Vec<(BucketKey, u64)>)> = Vec::new();
+                for (k, n) in d {
+                    let node = self.node(Some(k));
+                    match by_node.iter_mut().find(|(m, _)| *m == node) {
+                        Some((_, group)) => group.push((*k, *n)),
+                        None => by_node.push((node, vec![(*k, *n)])),
+                    }
+                }
+                let mut failure = None;
+                for (node, group) in by_node {
+                    let q = Query::AddDenials(&group);
+                    if let Err(e) = self.ask_primary(&node, carry, |s, c| s.serve(q, c)) {
+                        failure.get_or_insert(e);
+                    }
+                }
+                failure.map_or(Ok(Reply::Done), Err)
             }
             // Never a call to an unavailable primary: not at the end of each request.
             Query::Tick => {
