@@ -58,17 +58,20 @@ pub(super) fn slots(
     live_slots_at(tx, key, now)
 }
 
-/// Makes room for the buckets of a call that are not stored yet; false when the table is full
-/// of buckets that cannot be dropped (the call is then "unavailable").
+/// Makes room for the buckets of a call (`keys`) that are not stored yet, never by dropping
+/// one of the call's own; false when the table is full of buckets that cannot be dropped (the
+/// call is then "unavailable").
 pub(super) fn room_for(
     tx: &Connection,
+    keys: &[BucketKey],
     stored: &[Option<Stored>],
     now: i64,
     max_entries: u64,
     delta: &mut Delta,
 ) -> rusqlite::Result<bool> {
+    let own: Vec<_> = keys.iter().map(|k| k.bucket).collect();
     for _ in stored.iter().filter(|s| s.is_none()) {
-        if !evict::make_room(tx, now, max_entries, delta)? {
+        if !evict::make_room(tx, now, max_entries, &own, delta)? {
             return Ok(false);
         }
         delta.entries += 1;

@@ -11,7 +11,21 @@
 //! moves earlier (a changed policy, rare), and a released lease (its bucket may be full).
 
 use super::counts::{delete_buckets, Delta};
-use rusqlite::{params, Connection};
+use crate::core::compound::MAX_LIMITS;
+use crate::core::subject::Pseudonym;
+use rusqlite::types::Value;
+use rusqlite::{params_from_iter, Connection};
+
+/// The buckets of the call making room, which none of its deletions may take (a compound
+/// call's stored buckets would come back with its write, past `max_entries`): as many
+/// parameters as a call has limits, the unused ones a key no bucket has (an empty blob), so
+/// that each statement keeps one shape and stays prepared.
+fn kept(keep: &[Pseudonym]) -> impl Iterator<Item = Value> + '_ {
+    keep.iter()
+        .map(|k| Value::Blob(k.to_vec()))
+        .chain(std::iter::repeat(Value::Blob(Vec::new())))
+        .take(MAX_LIMITS)
+}
 
 /// Drained buckets dropped at once when the table is full: amortises the clean-up.
 const DRAIN_BATCH: u32 = 64;
@@ -44,7 +58,12 @@ pub fn expire_leases(tx: &Connection, now: i64, delta: &mut Delta) -> rusqlite::
 
 /// When the drain floor has passed (or is unknown): deletes drained buckets anywhere in the
 /// table; when there are none, stores the new floor. Returns how many were deleted.
-fn scan_for_drained(tx: &Connection, now: i64, delta: &mut Delta) -> rusqlite::Result<i64> {
+fn scan_for_drained(
+    tx: &Connection,
+    now: i64,
+    keep: &[Pseudonym],
+    delta: &mut Delta,
+) -> rusqlite::Result<i64> {
     let floor: i64 = tx
         .prepare_cached("SELECT drain_floor FROM stats WHERE id = 0")?
         .query_row([], |r| r.get(0))?;
@@ -54,9 +73,14 @@ fn scan_for_drained(tx: &Connection, now: i64, delta: &mut Delta) -> rusqlite::R
     let deleted = delete_buckets(
         tx,
         "DELETE FROM buckets WHERE key IN (SELECT b.key FROM buckets b WHERE b.full_at <= ?1
-         AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = b.key) LIMIT ?2)
+         AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = b.key)
+         AND b.key NOT IN (?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) LIMIT ?2)
          RETURNING allowed, denied_rate, denied_inflight",
-        params![now, SCAN_BATCH],
+        params_from_iter(
+            [Value::Integer(now), Value::Integer(SCAN_BATCH.into())]
+                .into_iter()
+                .chain(kept(keep)),
+        ),
         delta,
     )?;
     if deleted == 0 {
@@ -74,8 +98,15 @@ fn scan_for_drained(tx: &Connection, now: i64, delta: &mut Delta) -> rusqlite::R
     Ok(deleted)
 }
 
-/// Makes room for one more bucket. False when nothing could go (every bucket holds a lease).
-pub fn make_room(tx: &Connection, now: i64, max: u64, delta: &mut Delta) -> rusqlite::Result<bool> {
+/// Makes room for one more bucket, taking none of `keep` (the call's own). False when nothing
+/// could go (every bucket holds a lease).
+pub fn make_room(
+    tx: &Connection,
+    now: i64,
+    max: u64,
+    keep: &[Pseudonym],
+    delta: &mut Delta,
+) -> rusqlite::Result<bool> {
     let stored: i64 = tx
         .prepare_cached("SELECT entries FROM stats WHERE id = 0")?
         .query_row([], |r| r.get(0))?;
@@ -88,16 +119,22 @@ pub fn make_room(tx: &Connection, now: i64, max: u64, delta: &mut Delta) -> rusq
             tx,
             "DELETE FROM buckets WHERE key IN (SELECT o.key FROM
              (SELECT key, full_at FROM buckets ORDER BY used_at LIMIT ?3) AS o
-             WHERE o.full_at <= ?1 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = o.key) LIMIT ?2)
+             WHERE o.full_at <= ?1 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = o.key)
+             AND o.key NOT IN (?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) LIMIT ?2)
              RETURNING allowed, denied_rate, denied_inflight",
-            params![now, DRAIN_BATCH, DRAIN_WINDOW],
+            params_from_iter(
+                [now, DRAIN_BATCH.into(), DRAIN_WINDOW.into()]
+                    .map(Value::Integer)
+                    .into_iter()
+                    .chain(kept(keep)),
+            ),
             delta,
         )?;
         if drained > 0 {
             entries -= drained;
             continue;
         }
-        let scanned = scan_for_drained(tx, now, delta)?;
+        let scanned = scan_for_drained(tx, now, keep, delta)?;
         if scanned > 0 {
             entries -= scanned;
             continue;
@@ -105,9 +142,10 @@ pub fn make_room(tx: &Connection, now: i64, max: u64, delta: &mut Delta) -> rusq
         let evicted = delete_buckets(
             tx,
             "DELETE FROM buckets WHERE key = (SELECT b.key FROM buckets b WHERE NOT EXISTS
-             (SELECT 1 FROM leases l WHERE l.key = b.key) ORDER BY b.used_at LIMIT 1)
+             (SELECT 1 FROM leases l WHERE l.key = b.key)
+             AND b.key NOT IN (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ORDER BY b.used_at LIMIT 1)
              RETURNING allowed, denied_rate, denied_inflight",
-            [],
+            params_from_iter(kept(keep)),
             delta,
         )?;
         if evicted == 0 {

@@ -291,7 +291,8 @@ impl Store for SqliteStore {
             }
             let stored = [buckets::load(tx, key, delta)?];
             let slots = buckets::slots(tx, ask.max_inflight, key, now, delta)?;
-            if !buckets::room_for(tx, &stored, now, max_entries, delta)? {
+            let own = std::slice::from_ref(key);
+            if !buckets::room_for(tx, own, &stored, now, max_entries, delta)? {
                 let verdict = Verdict::unavailable(false);
                 delta.counters.record(verdict.reason);
                 return Ok(Acquired {
@@ -363,7 +364,7 @@ impl Store for SqliteStore {
                 }
             }
             let slots = buckets::slots(tx, first.max_inflight, &keys[0], now, delta)?;
-            if !buckets::room_for(tx, &stored, now, max_entries, delta)? {
+            if !buckets::room_for(tx, keys, &stored, now, max_entries, delta)? {
                 let a = AcquiredAll::unavailable(keys.len(), false);
                 delta.counters.record(a.verdict.reason);
                 return Ok(a);
