@@ -59,7 +59,9 @@
 #                                    and reports with result OK FIGURES [WHY] or verdict FIGURES
 #                                    [WHY..]; then rl_summary; its status is the run's
 #   rl_summary                       "N passed, N failed" (and how many were not selected);
-#                                    non-zero when one failed
+#                                    non-zero when one failed. A run of rl_report cut short by
+#                                    a signal gets one more failed line and the summary on exit
+#                                    (on stderr)
 
 RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RL_DIR="" RL_TEMP=0 RL_DEADLINE_SECS=""
@@ -117,6 +119,11 @@ rl_on_exit() { RL_EXIT_HOOKS+=("$1"); }
 
 _rl_exit() {
   local h
+  # A runner of rl_report cut short: say so. On stderr: a signal may come while the shell's
+  # stdout is redirected into one of the run's files (a { ...; } >FILE block).
+  if ((RL_REPORTED && !RL_SUMMARY_SHOWN)); then
+    { rl_report 1 "the rest of the run: interrupted (timeout after ${RL_DEADLINE_SECS:-?} s?)"; rl_summary || true; } >&2
+  fi
   rl_stop_all
   for h in "${RL_EXIT_HOOKS[@]}"; do eval "$h" || true; done
   ((RL_TEMP)) || return 0
@@ -419,12 +426,12 @@ rl_nwords() { wc -w <<<"$1"; }
 
 # ---- results ----
 
-N=0 PASSED=0 FAILED=0 RL_NOT_SELECTED=0 RL_INTERRUPTED=0
+N=0 PASSED=0 FAILED=0 RL_NOT_SELECTED=0 RL_INTERRUPTED=0 RL_REPORTED=0 RL_SUMMARY_SHOWN=0
 
 _rl_line() { if [ "$1" = 0 ]; then echo "ok $N - $2"; else echo "not ok $N - $2${3:+; $3}"; fi; }
 
 rl_report() {
-  N=$((N + 1))
+  N=$((N + 1)) RL_REPORTED=1
   _rl_line "$@"
   if [ "$1" = 0 ]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 }
@@ -478,13 +485,13 @@ rl_run_tests() {
   # A signal (the deadline) also reaches the running test's subshell, which stops its processes.
   trap 'RL_INTERRUPTED=143' INT TERM HUP
   for ((i = 0; i < ${#TESTS[@]}; i += 2)); do
+    if (($# > 0)) && ! [[ " $* " == *" $((i / 2 + 1)) "* ]]; then
+      N=$((N + 1)) RL_NOT_SELECTED=$((RL_NOT_SELECTED + 1))
+      continue
+    fi
     if ((status >= 128)); then   # interrupted: the tests left are not run
       N=$((N + 1)) FAILED=$((FAILED + 1))
       echo "not ok $N - ${TESTS[i + 1]}: not run"
-      continue
-    fi
-    if (($# > 0)) && ! [[ " $* " == *" $((i / 2 + 1)) "* ]]; then
-      N=$((N + 1)) RL_NOT_SELECTED=$((RL_NOT_SELECTED + 1))
       continue
     fi
     _rl_run_test "${TESTS[i + 1]}" "${TESTS[i]}" || status=$?
@@ -496,6 +503,7 @@ rl_run_tests() {
 }
 
 rl_summary() {
+  RL_SUMMARY_SHOWN=1
   echo "$PASSED passed, $FAILED failed$( ((RL_NOT_SELECTED == 0)) || echo ", $RL_NOT_SELECTED not selected")"
   [ "$FAILED" = 0 ]
 }
