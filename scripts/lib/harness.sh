@@ -15,7 +15,8 @@
 #   rl_rundir NAME                   T: a new mktemp -d dir for every file of the run (configs,
 #                                    sockets, logs, databases), removed on exit (kept with
 #                                    RL_KEEP=1); sets the traps of rl_traps
-#   rl_init DIR                      use DIR (which the caller keeps) instead
+#   rl_init DIR                      use DIR (which the caller keeps) instead; either also finds
+#                                    php-fpm and nginx (RL_FPM_BIN, RL_NGINX_BIN; rl_servers)
 #   rl_traps                         on any exit or signal: rl_stop_all, the hooks of
 #                                    rl_on_exit, then the dir of rl_rundir removed
 #   rl_on_exit COMMAND               one more thing to stop on exit (eval'd)
@@ -101,6 +102,7 @@ rl_start_run() {
 rl_init() {
   RL_DIR=$1
   mkdir -p "$RL_DIR"
+  rl_servers
 }
 
 rl_rundir() {
@@ -163,8 +165,12 @@ rl_bench_run_dir() {
 rl_now_ms() { date +%s%3N; }
 
 # A zombie has ended: only its parent has not read its status yet.
+# No fork: it runs in every poll. The state is the field after the command's ") ".
 rl_alive() {
-  [ -n "$1" ] && [ -e "/proc/$1" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]
+  local st
+  [ -n "$1" ] && read -r st 2>/dev/null <"/proc/$1/stat" || return 1
+  st=${st##*) }
+  [ "${st%% *}" != Z ]
 }
 
 rl_wait_for() {
@@ -276,16 +282,21 @@ _rl_find_fpm() {
   done
   echo "php-fpm${v}"
 }
-_rl_found() { command -v "$1" >/dev/null || [ -x "$1" ]; }
-RL_FPM_BIN=${PHP_FPM:-$(_rl_find_fpm)}
-RL_NGINX_BIN=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+_rl_found() { [ -n "$1" ] && { command -v "$1" >/dev/null || [ -x "$1" ]; }; }
+# RL_FPM_BIN and RL_NGINX_BIN, found by rl_init (not when sourced: scripts/redis, which sources
+# this file, runs during timed tests and must start no php of its own).
+RL_FPM_BIN="" RL_NGINX_BIN=""
+rl_servers() {
+  _rl_found "$RL_FPM_BIN" || RL_FPM_BIN=${PHP_FPM:-$(_rl_find_fpm)}
+  _rl_found "$RL_NGINX_BIN" || RL_NGINX_BIN=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+}
 declare -gA RL_FPM_PID=()    # NAME -> master PID
 declare -ga RL_NGINX_PIDS=()
 
 rl_fpm_start() {
   local name=$1 workers=$2 so=$3; shift 3
   local d="$RL_DIR/$name"
-  _rl_found "$RL_FPM_BIN" || RL_FPM_BIN=${PHP_FPM:-$(_rl_find_fpm)}   # sourced before it was installed
+  rl_servers   # again: a caller may have installed them since
   mkdir -p "$d"
   {
     echo "[global]"
@@ -346,7 +357,7 @@ rl_fpm_stop() {
 rl_nginx_start() {
   local name=$1 www=$2; shift 2
   local d="$RL_DIR/$name" port=$1
-  _rl_found "$RL_NGINX_BIN" || RL_NGINX_BIN=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+  rl_servers
   mkdir -p "$d/tmp"
   {
     echo "daemon off;"
