@@ -100,6 +100,62 @@ function write_json(string $path, array $data): void
     file_put_contents($path, json_encode($data, JSON_PRETTY_PRINT | JSON_THROW_ON_ERROR) . "\n");
 }
 
+/**
+ * One process's run, shared by bench/lib/single.php and bench/redis/single.php: $warm untimed
+ * calls over $warmSubjects subjects of their own (connection, statements, caches), then $n calls
+ * of $peer->acquire() round-robin over $subjects benchmark subjects, each timed with hrtime (an
+ * exception counts as an error, not an admission).
+ * @return array{0: int[], 1: int, 2: int, 3: ?string, 4: float} latencies (ns), admitted, errors,
+ *   the last error's message, elapsed seconds
+ */
+function bench_timed_calls(object $peer, int $subjects, int $n, int $warm, int $warmSubjects): array
+{
+    for ($i = 0; $i < $warm; $i++) {
+        $peer->acquire('192.0.2.' . ($i % $warmSubjects));
+    }
+    $subj = [];
+    for ($i = 0; $i < $subjects; $i++) {
+        $subj[] = bench_subject($i);
+    }
+    $lat = array_fill(0, $n, 0);
+    $admitted = $errors = 0;
+    $lastError = null;
+    $t = hrtime(true);
+    for ($k = 0; $k < $n; $k++) {
+        $s = $subj[$k % $subjects];
+        $t0 = hrtime(true);
+        try {
+            $ok = $peer->acquire($s);
+        } catch (Throwable $e) {
+            $ok = false;
+            $errors++;
+            $lastError = $e->getMessage();
+        }
+        $lat[$k] = hrtime(true) - $t0;
+        $admitted += (int) $ok;
+    }
+    return [$lat, $admitted, $errors, $lastError, (hrtime(true) - $t) / 1e9];
+}
+
+/**
+ * On SIGTERM or SIGINT, SIGKILL the forked children in $pids (the caller fills it) and exit 1;
+ * returns that handler, which the caller also calls when a fork fails. Shared by the contention
+ * runs of bench/lib and bench/redis.
+ */
+function bench_kill_children_on_signal(array &$pids): Closure
+{
+    pcntl_async_signals(true);
+    $stop = function () use (&$pids): void {
+        foreach ($pids as $pid) {
+            posix_kill($pid, SIGKILL);
+        }
+        exit(1);
+    };
+    pcntl_signal(SIGTERM, $stop);
+    pcntl_signal(SIGINT, $stop);
+    return $stop;
+}
+
 function peer_options(array $c, string $dir): array
 {
     return ['limit' => $c['limit'], 'per' => (float) $c['per'], 'dir' => $dir, 'key' => hex2bin($c['key'])];

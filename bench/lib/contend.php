@@ -34,15 +34,7 @@ if ($c['peer'] === 'floor') {
     }
 } else {
     $pids = [];
-    pcntl_async_signals(true);
-    $stop = function () use (&$pids): void {
-        foreach ($pids as $pid) {
-            posix_kill($pid, SIGKILL);
-        }
-        exit(1);
-    };
-    pcntl_signal(SIGTERM, $stop);
-    pcntl_signal(SIGINT, $stop);
+    $stop = bench_kill_children_on_signal($pids);
     // Set the state up once (file, table, WAL) as a deployment would, then drop the connection:
     // nothing of it may cross the fork. (ratelimit creates its file itself; its connection must
     // not be opened before the fork, as in FPM, whose master never decides.)

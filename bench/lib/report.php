@@ -297,7 +297,7 @@ if (res('single-ratelimit') === null) {
 }
 $lines[] = '';
 $lines[] = 'Latency distributions: `' . basename($outPng) . '` (per-call latency against percentile, log scales).';
-$errLog = "$run/fpm/php-errors.log";
+$errLog = "$run/fpm/fpm/php-errors.log";
 if (is_file($errLog) && filesize($errLog) > 0) {
     $lines[] = '';
     $lines[] = '**Warning:** PHP logged errors during the end-to-end runs (non-2xx answers then include errors):';

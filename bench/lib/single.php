@@ -30,32 +30,7 @@ if ($c['peer'] === 'floor') {
     unlink($samplesFile);
 } else {
     $peer = bench_peer($c['peer'], peer_options($c, $c['dir']));
-    for ($i = 0; $i < 100; $i++) {  // warm-up on its own subjects: connection, statements, caches
-        $peer->acquire('192.0.2.' . ($i % 4));
-    }
-    $subj = [];
-    for ($i = 0; $i < $subjects; $i++) {
-        $subj[] = bench_subject($i);
-    }
-    $lat = array_fill(0, $n, 0);
-    $admitted = 0;
-    $t = hrtime(true);
-    for ($k = 0; $k < $n; $k++) {
-        $s = $subj[$k % $subjects];
-        $t0 = hrtime(true);
-        try {
-            $ok = $peer->acquire($s);
-        } catch (Throwable $e) {
-            $ok = false;
-            $errors++;
-            $lastError = $e->getMessage();
-        }
-        $lat[$k] = hrtime(true) - $t0;
-        if ($ok) {
-            $admitted++;
-        }
-    }
-    $elapsed = (hrtime(true) - $t) / 1e9;
+    [$lat, $admitted, $errors, $lastError, $elapsed] = bench_timed_calls($peer, $subjects, $n, warm: 100, warmSubjects: 4);
     $errors += $peer->unavailable ?? 0;
 }
 

@@ -14,15 +14,7 @@ $c['key'] = hex2bin($c['key']);
 $procs = $c['procs'];
 @mkdir($c['dir'], 0700, true);
 $pids = [];
-pcntl_async_signals(true);
-$stop = function () use (&$pids): void {
-    foreach ($pids as $pid) {
-        posix_kill($pid, SIGKILL);
-    }
-    exit(1);
-};
-pcntl_signal(SIGTERM, $stop);
-pcntl_signal(SIGINT, $stop);
+$stop = bench_kill_children_on_signal($pids);
 $run = bin2hex(random_bytes(4));  // fresh subjects each run: no bucket left by another
 $start = hrtime(true) + 700_000_000;  // children connect and warm up meanwhile
 $end = $start + (int) ($c['seconds'] * 1e9);

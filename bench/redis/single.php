@@ -9,31 +9,8 @@ $c['key'] = hex2bin($c['key']);
 $n = $c['n'];
 $subjects = $c['subjects'];
 $peer = redis_peer($c['peer'], $c);
-for ($i = 0; $i < 200; $i++) {  // warm-up on its own subjects: connection, script cache
-    $peer->acquire('192.0.2.' . ($i % 8));
-}
-$subj = [];
-for ($i = 0; $i < $subjects; $i++) {
-    $subj[] = bench_subject($i);
-}
-$lat = array_fill(0, $n, 0);
-$admitted = $errors = 0;
-$lastError = null;
-$t = hrtime(true);
-for ($k = 0; $k < $n; $k++) {
-    $s = $subj[$k % $subjects];
-    $t0 = hrtime(true);
-    try {
-        $ok = $peer->acquire($s);
-    } catch (Throwable $e) {
-        $ok = false;
-        $errors++;
-        $lastError = $e->getMessage();
-    }
-    $lat[$k] = hrtime(true) - $t0;
-    $admitted += (int) $ok;
-}
-$elapsed = (hrtime(true) - $t) / 1e9;
+// The warm-up also fills the script cache.
+[$lat, $admitted, $errors, $lastError, $elapsed] = bench_timed_calls($peer, $subjects, $n, warm: 200, warmSubjects: 8);
 $errors += $peer->unavailable ?? 0;
 sort($lat);
 // The most the policy admits: each subject's calls, capped by limit + refill over the run.

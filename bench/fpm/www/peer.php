@@ -4,7 +4,7 @@
 // hammers one subject. 200 when admitted, 429 when not.
 declare(strict_types=1);
 
-$c = require $_SERVER['BENCH_CONFIG'];  // bench/run writes it: bench, state, limit, per, key
+$c = require getenv('BENCH_CONFIG');  // bench/run writes it (env of the pool): bench, state, limit, per, key
 $name = $_GET['p'] ?? '';
 if (!in_array($name, ['pdo-delete', 'pdo-wal', 'symfony', 'apcu', 'static', 'ratelimit'], true)) {
     http_response_code(404);
