@@ -447,9 +447,14 @@ impl OwnServer {
     }
 
     fn store(&self) -> RedisStore {
+        self.store_at(&fresh_prefix())
+    }
+
+    /// A store of keys under `prefix` (another connection to the same buckets).
+    fn store_at(&self, prefix: &str) -> RedisStore {
         let settings = RedisSettings {
             target: Target::parse(&self.1, &[]).unwrap(),
-            prefix: fresh_prefix(),
+            prefix: prefix.to_string(),
             timeout_ms: 2_000,
             flush_ms: 0,
         };
@@ -624,4 +629,29 @@ fn a_damaged_bucket_is_a_denial_then_refills_from_empty() {
             .verdict
             .allowed
     );
+}
+
+/// A server that refuses `TIME` in scripts (a managed service renaming it away, as
+/// `rename-command TIME ""` does: "Unknown Redis command called from script", which names no
+/// command): detected by asking it once, then decided with the host's clock, exactly.
+#[test]
+fn a_server_without_time_in_scripts_is_decided_with_the_hosts_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(dir.path(), &["--rename-command", "TIME", ""]);
+    let prefix = fresh_prefix();
+    let mut s = server.store_at(&prefix);
+    let admitted = (0..8)
+        .filter(|_| {
+            s.acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed
+        })
+        .count();
+    assert_eq!(admitted, 5);
+    let mut other = server.store_at(&prefix);
+    let d = other
+        .acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
+        .unwrap();
+    assert!(!d.verdict.allowed, "one bucket for both connections");
 }

@@ -250,7 +250,11 @@ impl RedisStore {
         let now = self.now_arg();
         let first = self.conn.call(Route::Key(key), |c| build(&now).invoke(c));
         match first {
-            Err(e) if matches!(self.time, Time::Server) && refuses_time(&e) => {
+            Err(e)
+                if matches!(self.time, Time::Server)
+                    && refused_in_script(&e)
+                    && self.refuses_time(key) =>
+            {
                 self.log.note(Event::HostClock, &self.conn.describe());
                 self.time = Time::Host(crate::storage::system_clock());
                 let now = self.now_arg();
@@ -371,17 +375,34 @@ impl RedisStore {
     }
 }
 
-/// Whether a script failed because the server refuses `TIME` in scripts (some managed services).
-fn refuses_time(e: &StoreError) -> bool {
+/// Whether a script failed because a command in it was refused: not allowed in scripts, not
+/// deterministic (older servers), or unknown (renamed away, "Unknown Redis command called from
+/// script", which names none). Which one is asked of the server ([`RedisStore::refuses_time`]).
+fn refused_in_script(e: &StoreError) -> bool {
     let text = std::error::Error::source(e)
         .map(|s| s.to_string())
         .unwrap_or_default();
     let t = text.to_ascii_lowercase();
     e.kind() == ErrorKind::Io
-        && t.contains("time")
         && (t.contains("not allowed")
             || t.contains("deterministic")
-            || t.contains("unknown command"))
+            || t.contains("unknown command")
+            || t.contains("unknown redis command"))
+}
+
+impl RedisStore {
+    /// Whether the server refuses `TIME` in scripts (some managed services), asked with a
+    /// script that does nothing else, on `key`'s server. One round trip, only after a script
+    /// was refused a command.
+    fn refuses_time(&mut self, key: &str) -> bool {
+        let probe = self.conn.call(Route::Key(key), |c| {
+            redis::cmd("EVAL")
+                .arg("return redis.call('TIME')")
+                .arg(0)
+                .query::<redis::Value>(c)
+        });
+        probe.is_err_and(|e| refused_in_script(&e))
+    }
 }
 
 fn reason_of(code: u8) -> Reason {
