@@ -176,7 +176,7 @@ fn open_store(
         Backend::Redis => {
             let r = &config.redis;
             let settings = RedisSettings {
-                target: Target::parse(&r.url, &r.cluster).map_err(Error::Store)?,
+                target: Target::from_config(r).map_err(Error::Store)?,
                 prefix: r.prefix.clone(),
                 timeout_ms: r.timeout_ms,
                 flush_ms: redis::FLUSH_MS,

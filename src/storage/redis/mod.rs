@@ -14,6 +14,8 @@
 //! `<prefix>counters` at most once a second and at process end.
 
 mod conn;
+mod link;
+mod resolve;
 
 pub use conn::Target;
 
