@@ -133,6 +133,8 @@ pub struct Conn {
     target: Target,
     timeout: Duration,
     servers: Servers,
+    /// The deadline of the last call (see [`Conn::call_by`]).
+    last_deadline: Option<Instant>,
 }
 
 // One per worker: the single server's node stays inline, on the path of every call.
@@ -171,11 +173,17 @@ impl Conn {
             target,
             timeout,
             servers,
+            last_deadline: None,
         }
     }
 
     pub fn describe(&self) -> String {
         self.target.describe()
+    }
+
+    /// The budget of one call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Runs `f` on the connection to `route`'s server within one time budget. Any error drops
@@ -185,9 +193,25 @@ impl Conn {
     pub fn call<T>(
         &mut self,
         route: Route,
+        f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+    ) -> Result<T, StoreError> {
+        self.call_by(Instant::now() + self.timeout, route, f)
+    }
+
+    /// The deadline of the last call: what is left of it is for work belonging to that call
+    /// (the counts added after a decision), so that one store call spends one budget.
+    pub fn last_deadline(&self) -> Option<Instant> {
+        self.last_deadline
+    }
+
+    /// [`Conn::call`] ending by `deadline`.
+    pub fn call_by<T>(
+        &mut self,
+        deadline: Instant,
+        route: Route,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
-        let deadline = Instant::now() + self.timeout;
+        self.last_deadline = Some(deadline);
         let timeout = self.timeout;
         let r = match &mut self.servers {
             Servers::Single(node) => node.run(deadline, timeout, false, &mut f),

@@ -285,13 +285,18 @@ impl RedisStore {
     /// A flush that fails keeps them for the next one, unless it timed out: then they may have
     /// been added, and are dropped rather than counted twice.
     fn flush_pending(&mut self, force: bool) -> Result<(), StoreError> {
+        self.flush_by(force, std::time::Instant::now() + self.conn.timeout())
+    }
+
+    /// [`Self::flush_pending`] ending by `deadline`.
+    fn flush_by(&mut self, force: bool, deadline: std::time::Instant) -> Result<(), StoreError> {
         let now = (self.clock)();
         if self.pending.is_zero() || (!force && now - self.flushed_at < self.flush_ms) {
             return Ok(());
         }
         let key = self.global("counters");
         let named = self.pending.named();
-        let r = self.conn.call(Route::Key(&key), |c| {
+        let r = self.conn.call_by(deadline, Route::Key(&key), |c| {
             let mut inv = scripts().add_counts.prepare_invoke();
             inv.key(&key);
             for (name, n) in named.iter().filter(|(_, n)| *n > 0) {
@@ -319,7 +324,17 @@ impl RedisStore {
     fn note(&mut self, counts: &Counters, unwritten: &Counters) {
         self.pending.add(counts);
         self.pending.add(unwritten);
-        let _ = self.flush_pending(false);
+        // Within what is left of the call that decided: a PHP call waits one budget, not two.
+        // With less than a millisecond left, the counts wait for the next call.
+        let Some(deadline) = self.conn.last_deadline() else {
+            return;
+        };
+        if deadline
+            .checked_duration_since(std::time::Instant::now())
+            .is_some_and(|d| d >= Duration::from_millis(1))
+        {
+            let _ = self.flush_by(false, deadline);
+        }
     }
 
     /// Counts a decision a script made (a replay as `retries`, leases it found expired, a clock
