@@ -160,6 +160,20 @@ impl Conn {
     }
 
     pub fn new(target: Target, timeout: Duration) -> Self {
+        let tls =
+            |i: &redis::ConnectionInfo| matches!(i.addr(), redis::ConnectionAddr::TcpTls { .. });
+        let uses_tls = match &target {
+            Target::Single(i) => tls(i),
+            Target::Cluster(seeds) => seeds.iter().any(tls),
+            Target::Sentinel {
+                sentinels,
+                settings,
+                ..
+            } => tls(settings) || sentinels.iter().any(tls),
+        };
+        if uses_tls {
+            super::link::prepare_tls();
+        }
         let servers = match &target {
             Target::Single(info) => Servers::Single(Node::new((**info).clone())),
             Target::Cluster(seeds) => Servers::Cluster(Cluster::new(seeds)),

@@ -353,6 +353,13 @@ fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<TcpStream> {
         .unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host name has no address")))
 }
 
+/// Makes the TLS settings ahead of the first call (see [`Conn::new`](super::conn::Conn::new)):
+/// reading the roots took 11 ms here, work of this process that is no wait for Redis and must
+/// not spend a call's budget (a first call under load was "unavailable" for it).
+pub fn prepare_tls() {
+    let _ = tls_config();
+}
+
 /// The TLS settings, made once per process: roots from the system, or from `SSL_CERT_FILE` /
 /// `SSL_CERT_DIR`.
 fn tls_config() -> RedisResult<Arc<rustls::ClientConfig>> {
