@@ -285,8 +285,10 @@ impl Conn {
                 StoreError::new(ErrorKind::Timeout, format!("{place}: no answer in time"))
             }
             Fault::Redis(r) => {
-                let kind = if r.code() == Some("RLCORRUPT") {
-                    // A script found a value it did not write (see lua/bucket.lua).
+                let kind = if matches!(r.code(), Some("RLCORRUPT" | "WRONGTYPE")) {
+                    // A script found a value it did not write (see lua/bucket.lua), or a
+                    // command met a value of another type at one of our names: damaged data,
+                    // not a fault of the server.
                     ErrorKind::Corrupt
                 } else if refuses_settings(&r) {
                     ErrorKind::Misconfigured

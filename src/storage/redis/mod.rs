@@ -385,6 +385,17 @@ impl RedisStore {
     }
 }
 
+/// A read that met a value of another type at one of our names (damaged: not written by
+/// ratelimit) as nothing there, for the operator's reads and the key record: a foreign value
+/// must not make them fail.
+fn damaged_is_none<T>(r: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == ErrorKind::Corrupt => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether a script failed because the server refuses `TIME` in scripts (some managed services).
 fn refuses_time(e: &StoreError) -> bool {
     let text = std::error::Error::source(e)
@@ -587,9 +598,10 @@ impl Store for RedisStore {
         let _ = self.flush_pending(true);
         let key = self.global("counters");
         let stored: std::collections::HashMap<String, u64> =
-            self.conn.call(Route::Key(&key), |c| {
+            damaged_is_none(self.conn.call(Route::Key(&key), |c| {
                 redis::cmd("HGETALL").arg(&key).query(c)
-            })?;
+            }))?
+            .unwrap_or_default();
         let mut counters = Counters::default();
         for (name, n) in &stored {
             if let Some(c) = counters.by_name(name) {
@@ -604,10 +616,10 @@ impl Store for RedisStore {
         if !leases.is_empty() {
             let after = format!("({}", self.now_for_read()?);
             for l in &leases {
-                let n: u64 = self.conn.call(Route::Key(l), |c| {
+                let n: Option<u64> = damaged_is_none(self.conn.call(Route::Key(l), |c| {
                     redis::cmd("ZCOUNT").arg(l).arg(&after).arg("+inf").query(c)
-                })?;
-                live += n;
+                }))?;
+                live += n.unwrap_or(0);
             }
         }
         Ok(Stats {
@@ -624,9 +636,11 @@ impl Store for RedisStore {
         let mut views = Vec::new();
         let after = format!("({}", self.now_for_read()?);
         for name in &buckets {
-            let stored: Option<String> = self
-                .conn
-                .call(Route::Key(name), |c| redis::cmd("GET").arg(name).query(c))?;
+            let stored: Option<String> = damaged_is_none(
+                self.conn
+                    .call(Route::Key(name), |c| redis::cmd("GET").arg(name).query(c)),
+            )?
+            .flatten();
             let Some([t, s, f, u, a, d, i]) = stored.as_deref().and_then(parse_bucket) else {
                 continue;
             };
@@ -639,13 +653,14 @@ impl Store for RedisStore {
                 continue;
             }
             let leases = name.replacen("}b:", "}l:", 1);
-            let live: u64 = self.conn.call(Route::Key(&leases), |c| {
+            let live: u64 = damaged_is_none(self.conn.call(Route::Key(&leases), |c| {
                 redis::cmd("ZCOUNT")
                     .arg(&leases)
                     .arg(&after)
                     .arg("+inf")
                     .query(c)
-            })?;
+            }))?
+            .unwrap_or(0);
             views.push(BucketView {
                 bucket,
                 tokens_milli: count(t),
@@ -686,12 +701,17 @@ impl Store for RedisStore {
             Option<String>,
             Option<String>,
         );
-        let (f, p, h, v, s): Fields = self.conn.call(Route::Key(&key), |c| {
-            redis::cmd("HMGET")
-                .arg(&key)
-                .arg(&["f", "p", "h", "v", "s"])
-                .query(c)
-        })?;
+        // A value of another type there is none recorded too (recording replaces it).
+        let Some((f, p, h, v, s)): Option<Fields> =
+            damaged_is_none(self.conn.call(Route::Key(&key), |c| {
+                redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg(&["f", "p", "h", "v", "s"])
+                    .query(c)
+            }))?
+        else {
+            return Ok(None);
+        };
         // An older build's record has only f and p: its host and time are unknown.
         Ok(f.and_then(|f| unhex16(&f)).map(|fingerprint| KeyRecord {
             fingerprint,
