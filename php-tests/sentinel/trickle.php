@@ -1,7 +1,8 @@
 <?php
 // A fault injector for php-tests/sentinel/run, not a Redis: on 127.0.0.1, a port of its own
-// (written to the file given), it answers every read it gets with "+OK\r\n" sent one byte every
-// 10 ms. A client that gives each read the whole timeout never times out on it.
+// (written to the file given), it answers every read it gets with a reply of 200 bytes (a bulk
+// string) sent one byte every 10 ms, 2 s in all. A client that gives each read the whole
+// timeout waits for all of it.
 //   php -n trickle.php PORTFILE
 declare(strict_types=1);
 $server = stream_socket_server('tcp://127.0.0.1:0', $errno, $err) or exit(1);
@@ -30,7 +31,7 @@ while (true) {
             fclose($r);
             unset($clients[(int) $r]);
         } else {
-            $clients[(int) $r][1] .= "+OK\r\n";
+            $clients[(int) $r][1] .= "\$200\r\n" . str_repeat('x', 200) . "\r\n";
         }
     }
     if (hrtime(true) >= $next) {

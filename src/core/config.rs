@@ -307,7 +307,7 @@ pub const REDIS: [Directive; 12] = [
     directive(c"ratelimit.redis_timeout_ms", c"50",
         "milliseconds from 1 to 60000",
         "redis",
-        "The most one call waits for Redis, connecting, writing and reading together; then \"unavailable\" (or the local fallback).", |c, v| {
+        "The most one call waits for Redis, every step together: resolving the host name, connecting, TLS, AUTH and SELECT, asking a Sentinel or reading a Cluster's slot map, writing, and every read; then \"unavailable\" (or the local fallback).", |c, v| {
         c.redis.timeout_ms = int_in(v, 1, 60_000, "expected milliseconds from 1 to 60000")?;
         Ok(())
     }),

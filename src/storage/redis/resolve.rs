@@ -192,8 +192,10 @@ mod tests {
                 .unwrap_err();
             let took = t0.elapsed();
             assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+            // 50 to 51 ms on an idle machine; the resolver answers after 3 s. The margin is
+            // for a machine so loaded that the test's thread waits to be scheduled.
             assert!(
-                took >= Duration::from_millis(50) && took < Duration::from_millis(55),
+                took >= Duration::from_millis(50) && took < Duration::from_millis(150),
                 "{took:?}"
             );
         }
@@ -210,7 +212,7 @@ mod tests {
         let t0 = Instant::now();
         let b = resolve_with(hangs, "quick.invalid", 7000, deadline).unwrap();
         assert_eq!(a, b);
-        assert!(t0.elapsed() < Duration::from_millis(5));
+        assert!(t0.elapsed() < Duration::from_secs(1), "not waited for");
         let c = resolve_with(hangs, "127.0.0.3", 7, deadline).unwrap();
         assert_eq!(c, [SocketAddr::from(([127, 0, 0, 3], 7))]);
         let d = resolve_with(hangs, "[::1]", 7, deadline).unwrap();
@@ -231,7 +233,7 @@ mod tests {
             Instant::now() + Duration::from_millis(50),
         )
         .unwrap();
-        assert!(t0.elapsed() < Duration::from_millis(5));
+        assert!(t0.elapsed() < Duration::from_secs(1), "not waited for");
         assert_eq!(a, [SocketAddr::from(([127, 0, 0, 9], 7001))]);
     }
 }
