@@ -325,13 +325,15 @@ impl RedisStore {
         self.pending.add(counts);
         self.pending.add(unwritten);
         // Within what is left of the call that decided: a PHP call waits one budget, not two.
-        // With less than a millisecond left, the counts wait for the next call.
+        // With less than half of it left (a slow call: a reconnect, a loaded server), the counts
+        // wait for a later call: a flush cut short would drop its counts (they may have been
+        // added) and the connection, and the next call would pay a reconnect in its turn.
         let Some(deadline) = self.conn.last_deadline() else {
             return;
         };
         if deadline
             .checked_duration_since(std::time::Instant::now())
-            .is_some_and(|d| d >= Duration::from_millis(1))
+            .is_some_and(|d| d >= self.conn.timeout() / 2)
         {
             let _ = self.flush_by(false, deadline);
         }
