@@ -1,7 +1,7 @@
 -- What Store::peek needs, read-only: the bucket's milli-tokens and stamp (false when missing)
 -- and the time. The arithmetic is the core's own, in Rust.
 -- KEYS[1] the bucket; ARGV[1] now ('' = the server's TIME).
-local t, s = parse_bucket(redis.call('GET', KEYS[1]))
+local t, s = parse_bucket(get_bucket(KEYS[1]))
 if t == false then
   -- Read-only: the next decision replaces it (see `damaged`).
   error({ err = 'RLCORRUPT a bucket value ratelimit did not write' })
