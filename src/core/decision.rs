@@ -161,8 +161,8 @@ pub struct Decided {
     pub clock_regressed: bool,
 }
 
-/// Refill `stored` (a missing bucket starts full), then take `cost` tokens if they are there
-/// and a slot is free. A denial takes nothing.
+/// Refill `stored` (a missing bucket starts full, a missing window fresh), then take `cost`
+/// tokens if they are there and a slot is free. A denial takes nothing.
 pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Decided {
     let p = &ask.policy;
     let refilled = stored
@@ -170,7 +170,7 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
         .refill(p, now);
     let mut bucket = refilled.bucket;
     let cost = ask.cost * MILLI;
-    let reason = if bucket.tokens < cost {
+    let reason = if bucket.available(p, now) < cost {
         Reason::Rate
     } else if ask.max_inflight > 0 && slots.live >= ask.max_inflight {
         Reason::Inflight
@@ -185,27 +185,36 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
             .map_or(0, |e| (e as i128 - now as i128).max(0) as u64),
     };
     if reason == Reason::Ok {
-        bucket.tokens -= cost;
+        bucket.take(p, cost, now);
     }
     // A shadow scope answers a would-be denial `allowed`: it took nothing (no token, no slot),
     // exactly as the real denial would have.
     let dry_run = ask.dry_run && reason != Reason::Ok;
-    let verdict = Verdict {
+    let mut verdict = Verdict {
         allowed: reason == Reason::Ok || dry_run,
         reason,
-        remaining: bucket.whole_tokens(),
+        remaining: 0,
         retry_after_ms,
-        reset_after_ms: bucket.wait_until_full(p, now),
-        next_token_ms: bucket.wait_for_next_token(p, now),
+        reset_after_ms: 0,
+        next_token_ms: 0,
         dry_run,
         replay: false,
         source: Source::Store,
     };
+    standing(&mut verdict, &bucket, p, now);
     Decided {
         bucket,
         verdict,
         clock_regressed: refilled.clock_regressed,
     }
+}
+
+/// Sets the verdict's numbers that tell the bucket as it stands at `now`: `remaining`,
+/// `reset_after_ms` (a fixed window: until its end), `next_token_ms`.
+pub fn standing(v: &mut Verdict, b: &Bucket, p: &Policy, now: i64) {
+    v.remaining = b.whole_tokens(p, now);
+    v.reset_after_ms = b.wait_until_full(p, now);
+    v.next_token_ms = b.wait_for_next_token(p, now);
 }
 
 /// What a call of cost 1 would get now, without taking anything.
@@ -218,9 +227,7 @@ pub fn peek(stored: Option<Bucket>, policy: &Policy, now: i64) -> Verdict {
             .unwrap_or_else(|| Bucket::full(policy, now))
             .refill(policy, now)
             .bucket;
-        v.remaining = b.whole_tokens();
-        v.reset_after_ms = b.wait_until_full(policy, now);
-        v.next_token_ms = b.wait_for_next_token(policy, now);
+        standing(&mut v, &b, policy, now);
     }
     v
 }
@@ -291,10 +298,7 @@ mod tests {
 
     #[test]
     fn a_denial_takes_nothing_and_says_when_to_retry() {
-        let stored = Bucket {
-            tokens: 500,
-            stamp: 0,
-        };
+        let stored = Bucket::tokens_at(500, 0);
         let d = decide(Some(stored), &ask(1, 1_000, 1, 0), Slots::default(), 0);
         assert!(!d.verdict.allowed);
         assert_eq!(d.verdict.reason, Reason::Rate);
@@ -307,10 +311,7 @@ mod tests {
         let d = decide(None, &ask(10, 1_000, 4, 0), Slots::default(), 0);
         assert_eq!(d.verdict.remaining, 6);
         let d = decide(
-            Some(Bucket {
-                tokens: 3_000,
-                stamp: 0,
-            }),
+            Some(Bucket::tokens_at(3_000, 0)),
             &ask(10, 1_000, 4, 0),
             Slots::default(),
             0,
@@ -338,10 +339,7 @@ mod tests {
             earliest_expiry: Some(30_000),
         };
         let d = decide(
-            Some(Bucket {
-                tokens: 0,
-                stamp: 0,
-            }),
+            Some(Bucket::tokens_at(0, 0)),
             &ask(5, 1_000, 1, 2),
             slots,
             0,
@@ -366,10 +364,7 @@ mod tests {
         assert_eq!(v.remaining, 5);
         assert_eq!(v.reset_after_ms, 0);
         let v = peek(
-            Some(Bucket {
-                tokens: 0,
-                stamp: 0,
-            }),
+            Some(Bucket::tokens_at(0, 0)),
             &p,
             0,
         );
@@ -410,10 +405,7 @@ mod tests {
 
     #[test]
     fn a_shadow_denial_is_allowed_keeps_its_reason_and_takes_nothing() {
-        let empty = Bucket {
-            tokens: 0,
-            stamp: 0,
-        };
+        let empty = Bucket::tokens_at(0, 0);
         let mut a = ask(1, 1_000, 1, 0);
         a.dry_run = true;
         let d = decide(Some(empty), &a, Slots::default(), 0);
@@ -445,10 +437,7 @@ mod tests {
     #[test]
     fn a_replay_takes_nothing_and_tells_the_bucket_as_it_stands() {
         let p = Policy::new(5, 60_000).unwrap();
-        let half = Bucket {
-            tokens: 2_500,
-            stamp: 0,
-        };
+        let half = Bucket::tokens_at(2_500, 0);
         let v = replay(Some(half), &p, 12_000);
         assert_eq!(
             (v.allowed, v.reason, v.replay, v.source),
@@ -460,10 +449,7 @@ mod tests {
             v.reset_after_ms,
             peek(Some(half), &p, 12_000).reset_after_ms
         );
-        let empty = Bucket {
-            tokens: 0,
-            stamp: 0,
-        };
+        let empty = Bucket::tokens_at(0, 0);
         let v = replay(Some(empty), &p, 0);
         assert!(
             v.allowed && v.remaining == 0,

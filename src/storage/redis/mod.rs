@@ -537,7 +537,7 @@ impl Store for RedisStore {
         })?;
         let stored = tokens
             .zip(stamp)
-            .map(|(tokens, stamp)| Bucket { tokens, stamp });
+            .map(|(tokens, stamp)| Bucket::tokens_at(tokens, stamp));
         Ok(decision::peek(stored, policy, now))
     }
 

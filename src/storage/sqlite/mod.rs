@@ -12,6 +12,7 @@ mod evict;
 mod file;
 mod queue;
 mod requests;
+mod rows;
 mod schema;
 mod tx;
 
@@ -37,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use rows::{read_bucket, write_bucket, Stored};
 use tx::{ReadTx, WriteTx};
 
 /// How often a process checks that the path still names the file it has open.
@@ -633,71 +635,6 @@ fn close_keeping_sidecars(conn: Connection) {
     drop(conn);
 }
 
-/// A stored bucket, and when it was last used and is full again.
-struct Stored {
-    bucket: Bucket,
-    used_at: i64,
-    full_at: i64,
-}
-
-fn read_bucket(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stored>> {
-    tx.prepare_cached("SELECT tokens, stamp, used_at, full_at FROM buckets WHERE key = ?1")?
-        .query_row([key.bucket], |r| {
-            Ok(Stored {
-                bucket: Bucket {
-                    tokens: r.get::<_, i64>(0)?.max(0) as u64,
-                    stamp: r.get(1)?,
-                },
-                used_at: r.get(2)?,
-                full_at: r.get(3)?,
-            })
-        })
-        .optional()
-}
-
-/// Writes one bucket of a compound decision (an upsert: eviction in the same transaction may
-/// have dropped a row that was read), with the decision's count when it is the one reported.
-#[allow(clippy::too_many_arguments)]
-fn write_compound_bucket(
-    tx: &Connection,
-    key: &BucketKey,
-    stored: Option<&Stored>,
-    bucket: &Bucket,
-    policy: &Policy,
-    counted: Option<decision::Reason>,
-    now: i64,
-    delta: &mut Delta,
-) -> rusqlite::Result<()> {
-    let (allowed, denied_rate, denied_inflight) = counted.map_or((0, 0, 0), counts::bucket_columns);
-    let full_at = bucket.full_at(policy);
-    if stored.is_none_or(|s| full_at < s.full_at) {
-        delta.drainable_at(full_at);
-    }
-    if stored.is_some() && read_bucket(tx, key)?.is_none() {
-        // Dropped by make_room for another of this call's buckets: it comes back as a new row.
-        delta.entries += 1;
-    }
-    tx.prepare_cached(
-        "INSERT INTO buckets (key, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
-         full_at = excluded.full_at, used_at = excluded.used_at,
-         allowed = allowed + excluded.allowed, denied_rate = denied_rate + excluded.denied_rate,
-         denied_inflight = denied_inflight + excluded.denied_inflight",
-    )?
-    .execute(params![
-        key.bucket,
-        bucket.tokens as i64,
-        bucket.stamp,
-        full_at,
-        evict::used_at(now),
-        allowed,
-        denied_rate,
-        denied_inflight
-    ])?;
-    Ok(())
-}
-
 impl Store for SqliteStore {
     fn acquire(
         &mut self,
@@ -753,36 +690,7 @@ impl Store for SqliteStore {
             delta.counters.clock_regressions += u64::from(d.clock_regressed);
             // This decision's count goes into its bucket's row (see counts.rs). It is written on
             // denials too: `used_at` keeps a hammered subject from looking idle.
-            let (allowed, denied_rate, denied_inflight) = counts::bucket_columns(d.verdict.reason);
-            let (tokens, stamp, full_at) = (
-                d.bucket.tokens as i64,
-                d.bucket.stamp,
-                d.bucket.full_at(&ask.policy),
-            );
-            let used_at = evict::used_at(now);
-            // A new bucket, or one full earlier than before (a changed policy), may undercut
-            // the drain floor (see evict.rs).
-            if stored.as_ref().is_none_or(|s| full_at < s.full_at) {
-                delta.drainable_at(full_at);
-            }
-            match stored {
-                Some(Stored { used_at: used, .. }) if used == used_at => tx
-                    .prepare_cached(
-                        "UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4, allowed = allowed + ?5,
-                         denied_rate = denied_rate + ?6, denied_inflight = denied_inflight + ?7 WHERE key = ?1",
-                    )?
-                    .execute(params![key.bucket, tokens, stamp, full_at, allowed, denied_rate, denied_inflight])?,
-                _ => tx
-                    .prepare_cached(
-                        "INSERT INTO buckets (key, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                         ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, stamp = excluded.stamp,
-                         full_at = excluded.full_at, used_at = excluded.used_at,
-                         allowed = allowed + excluded.allowed, denied_rate = denied_rate + excluded.denied_rate,
-                         denied_inflight = denied_inflight + excluded.denied_inflight",
-                    )?
-                    .execute(params![key.bucket, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight])?,
-            };
+            write_bucket(tx, key, stored.as_ref(), &d.bucket, &ask.policy, Some(d.verdict.reason), now, delta)?;
             let lease = match lease_id {
                 Some(id) if d.verdict.took() => {
                     tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
@@ -863,7 +771,7 @@ impl Store for SqliteStore {
             delta.counters.clock_regressions += u64::from(d.clock_regressed);
             for (i, (key, b)) in keys.iter().zip(&d.buckets).enumerate() {
                 let counted = (i == d.reported).then_some(d.verdict.reason);
-                write_compound_bucket(
+                write_bucket(
                     tx,
                     key,
                     stored[i].as_ref(),
