@@ -645,3 +645,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod model_tests;
