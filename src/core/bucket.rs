@@ -73,7 +73,9 @@ impl Kind {
     }
 
     pub fn from_name(name: &[u8]) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str().as_bytes() == name)
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str().as_bytes() == name)
     }
 
     /// The number stored with a bucket (SQLite's `policy` column, the Redis value's 8th field).
@@ -339,8 +341,7 @@ impl Bucket {
         let end = after(self.stamp, policy.per_ms);
         // Before the window's start (a clock that went back) the previous window weighs whole.
         let d = (end as i128 - now as i128).clamp(0, policy.per_ms as i128) as u64;
-        self.tokens
-            .saturating_add(policy.weighted(self.prev, d))
+        self.tokens.saturating_add(policy.weighted(self.prev, d))
     }
 
     /// Milli-tokens a call could take at `now` (for a state returned by [`Self::refill`]).
@@ -499,10 +500,7 @@ mod tests {
         let p = policy(5, 1_000);
         let b = Bucket::tokens_at(4_000, 0);
         let r = b.refill(&p, 1_000_000).bucket;
-        assert_eq!(
-            r,
-            Bucket::tokens_at(5_000, 1_000_000)
-        );
+        assert_eq!(r, Bucket::tokens_at(5_000, 1_000_000));
     }
 
     #[test]
@@ -538,11 +536,7 @@ mod tests {
         assert_eq!(b.refill(&p, i64::MAX).bucket.tokens, p.capacity());
         let p = policy(1, MAX_PER_MS);
         assert_eq!(b.wait_until_full(&p, 0), MAX_PER_MS);
-        assert_eq!(
-            Bucket::tokens_at(0, i64::MAX)
-            .full_at(&p),
-            i64::MAX
-        );
+        assert_eq!(Bucket::tokens_at(0, i64::MAX).full_at(&p), i64::MAX);
     }
 
     #[test]
@@ -558,9 +552,7 @@ mod tests {
     #[test]
     fn next_token_wait_counts_the_fraction_held() {
         let p = policy(1, 1_000); // one milli-token per ms
-        let b = Bucket::tokens_at(0, 0)
-        .refill(&p, 400)
-        .bucket;
+        let b = Bucket::tokens_at(0, 0).refill(&p, 400).bucket;
         assert_eq!(b.wait_for_next_token(&p, 400), 600);
         assert_eq!(Bucket::full(&p, 0).wait_for_next_token(&p, 0), 0);
     }

@@ -90,7 +90,10 @@ pub fn decide_all(stored: &[Option<Bucket>], asks: &[Ask], slots: Slots, now: i6
                     return d.bucket;
                 }
                 let p = &a.policy;
-                let b = s.unwrap_or_else(|| Bucket::full(p, now)).refill(p, now).bucket;
+                let b = s
+                    .unwrap_or_else(|| Bucket::full(p, now))
+                    .refill(p, now)
+                    .bucket;
                 decision::standing(v, &b, p, now);
                 b
             })
@@ -289,7 +292,8 @@ mod tests {
             .prop_map(|(limit, per, cost, stored, dry)| {
                 let mut a = Ask::new(Policy::new(limit, per).unwrap(), cost.min(limit), 0);
                 a.dry_run = dry;
-                let b = stored.map(|(t, s)| Bucket::tokens_at(t.min(limit * crate::core::bucket::MILLI), s));
+                let b = stored
+                    .map(|(t, s)| Bucket::tokens_at(t.min(limit * crate::core::bucket::MILLI), s));
                 (b, a)
             });
         (

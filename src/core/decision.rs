@@ -209,6 +209,18 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
     }
 }
 
+/// Whether a denial must still write the state it leaves (`decided`, from `stored`): a store
+/// may answer a denial without writing (SQLite's read snapshot), which is exact as long as
+/// the state is a function of the last written one and the time. A token bucket's refill is;
+/// so is a window's roll while the clock runs forward, but a clock read earlier than a rolled
+/// window's start counts the rolled state at that start, and a state converted from another
+/// policy depends on when it was converted. Those are written, so that every store answers
+/// the same (each answer mints nothing either way).
+pub fn denial_writes(stored: &Bucket, decided: &Bucket, policy: &Policy) -> bool {
+    stored.kind != policy.kind()
+        || (policy.kind() != super::bucket::Kind::TokenBucket && stored != decided)
+}
+
 /// Sets the verdict's numbers that tell the bucket as it stands at `now`: `remaining`,
 /// `reset_after_ms` (a fixed window: until its end), `next_token_ms`.
 pub fn standing(v: &mut Verdict, b: &Bucket, p: &Policy, now: i64) {
@@ -363,11 +375,7 @@ mod tests {
         assert!(v.allowed);
         assert_eq!(v.remaining, 5);
         assert_eq!(v.reset_after_ms, 0);
-        let v = peek(
-            Some(Bucket::tokens_at(0, 0)),
-            &p,
-            0,
-        );
+        let v = peek(Some(Bucket::tokens_at(0, 0)), &p, 0);
         assert_eq!(v.reason, Reason::Rate);
         assert_eq!(v.retry_after_ms, 12_000);
     }
@@ -487,10 +495,11 @@ mod tests {
                 continue;
             }
             let f: Vec<&str> = line.split('\t').collect();
-            assert_eq!(f.len(), 13, "{line:?}");
+            assert_eq!(f.len(), 14, "{line:?}");
             let n = |i: usize| f[i].parse::<u64>().unwrap();
-            let now = 1_700_000_000_000 + f[5].parse::<i64>().unwrap();
-            let a = Ask::new(Policy::new(n(1), n(2)).unwrap(), n(6), n(3));
+            let now = 1_700_000_000_000 + f[6].parse::<i64>().unwrap();
+            let kind = super::super::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
+            let a = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(7), n(4));
             let (stored, leases) = state.entry(f[0]).or_default();
             leases.retain(|&e| super::super::lease::is_live(e, now));
             let slots = if a.max_inflight > 0 {
@@ -504,7 +513,7 @@ mod tests {
             let d = decide(*stored, &a, slots, now);
             *stored = Some(d.bucket);
             if d.verdict.allowed && a.max_inflight > 0 {
-                leases.push(super::super::lease::expiry(now, n(4)));
+                leases.push(super::super::lease::expiry(now, n(5)));
             }
             let v = d.verdict;
             let got = [
@@ -515,7 +524,7 @@ mod tests {
                 v.reset_after_ms.to_string(),
                 v.next_token_ms.to_string(),
             ];
-            assert_eq!(got.as_slice(), &f[7..], "{line:?}");
+            assert_eq!(got.as_slice(), &f[8..], "{line:?}");
             steps += 1;
         }
         assert!(steps >= 20, "only {steps} steps read");

@@ -170,7 +170,7 @@ proptest! {
         // milli-tokens: when `per` divides the capacity.
         let per_ms = if kind == Kind::TokenBucket {
             let cap = limit * MILLI;
-            (1..=per_ms).rev().find(|d| cap % d == 0).unwrap()
+            (1..=per_ms).rev().find(|d| cap.is_multiple_of(*d)).unwrap()
         } else {
             per_ms
         };
@@ -284,14 +284,20 @@ fn a_fixed_window_starts_at_its_first_admission_and_resets_at_its_end() {
     assert_eq!(at(500), (true, 1, 0, 1_000), "the window is [500, 1500)");
     assert_eq!(at(900), (true, 0, 0, 600));
     assert_eq!(at(1_499), (false, 0, 1, 1), "denied until the window's end");
-    assert_eq!(at(1_500), (true, 1, 0, 1_000), "a new window from this admission");
+    assert_eq!(
+        at(1_500),
+        (true, 1, 0, 1_000),
+        "a new window from this admission"
+    );
 }
 
 #[test]
 fn a_sliding_window_weighs_the_previous_window_as_symfony_does() {
     // Symfony's own example: 8 hits in the last window, 25 % into this one, 3 hits so far:
     // floor(0.75 * 8) + 3 = 9 of 10.
-    let p = Policy::new(10, 1_000).unwrap().with_kind(Kind::SlidingWindow);
+    let p = Policy::new(10, 1_000)
+        .unwrap()
+        .with_kind(Kind::SlidingWindow);
     let b = Bucket {
         tokens: 3_000,
         stamp: 0,

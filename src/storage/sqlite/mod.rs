@@ -30,6 +30,7 @@ use crate::core::subject::{BucketKey, Pseudonym};
 use crate::opslog::{Event, OpsLog};
 use busy::Budget;
 use counts::{Delta, Touch};
+use rows::{read_bucket, write_bucket, Stored};
 use rusqlite::hooks::Wal;
 use rusqlite::wal::CheckpointMode;
 use rusqlite::{params, Connection, ErrorCode, FileControl, OpenFlags, OptionalExtension};
@@ -38,7 +39,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use rows::{read_bucket, write_bucket, Stored};
 use tx::{ReadTx, WriteTx};
 
 /// How often a process checks that the path still names the file it has open.
@@ -532,7 +532,9 @@ impl SqliteStore {
             }
             Judgement::Fresh => {
                 let d = decision::decide(Some(stored.bucket), ask, slots, now);
-                if d.verdict.took() {
+                if d.verdict.took()
+                    || decision::denial_writes(&stored.bucket, &d.bucket, &ask.policy)
+                {
                     return Ok(None);
                 }
                 self.noted.clock_regressions += u64::from(d.clock_regressed);
@@ -660,7 +662,10 @@ impl Store for SqliteStore {
         let decided = self.write(unwritten, |tx, delta, now| {
             if let Some(request) = &ask.request {
                 if let Some(verdict) = requests::answered(tx, key, ask, request, now, delta)? {
-                    return Ok(Acquired { verdict, lease: None });
+                    return Ok(Acquired {
+                        verdict,
+                        lease: None,
+                    });
                 }
             }
             let stored = match read_bucket(tx, key)? {
@@ -690,7 +695,16 @@ impl Store for SqliteStore {
             delta.counters.clock_regressions += u64::from(d.clock_regressed);
             // This decision's count goes into its bucket's row (see counts.rs). It is written on
             // denials too: `used_at` keeps a hammered subject from looking idle.
-            write_bucket(tx, key, stored.as_ref(), &d.bucket, &ask.policy, Some(d.verdict.reason), now, delta)?;
+            write_bucket(
+                tx,
+                key,
+                stored.as_ref(),
+                &d.bucket,
+                &ask.policy,
+                Some(d.verdict.reason),
+                now,
+                delta,
+            )?;
             let lease = match lease_id {
                 Some(id) if d.verdict.took() => {
                     tx.prepare_cached("INSERT INTO leases (id, key, expires) VALUES (?1, ?2, ?3)")?
@@ -705,7 +719,15 @@ impl Store for SqliteStore {
             };
             delta.counters.dry_run_denied += u64::from(d.verdict.dry_run);
             if let Some(request) = ask.request.as_ref().filter(|_| d.verdict.took()) {
-                requests::remember(tx, key, request, lease.as_ref(), (now, lease_ttl_ms), max_entries, delta)?;
+                requests::remember(
+                    tx,
+                    key,
+                    request,
+                    lease.as_ref(),
+                    (now, lease_ttl_ms),
+                    max_entries,
+                    delta,
+                )?;
             }
             Ok(Acquired {
                 verdict: d.verdict,

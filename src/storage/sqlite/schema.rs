@@ -138,3 +138,32 @@ pub fn init(conn: &Connection) -> rusqlite::Result<Schema> {
     }
     Ok(Schema::Ready)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_7_file_gains_the_policy_columns_and_keeps_its_buckets() {
+        let conn = Connection::open_in_memory().unwrap();
+        assert_eq!(init(&conn).unwrap(), Schema::Ready);
+        // What version 7 had: the same buckets without policy and prev.
+        conn.execute_batch(
+            "ALTER TABLE buckets DROP COLUMN policy; ALTER TABLE buckets DROP COLUMN prev;
+             INSERT INTO buckets (key, tokens, stamp, full_at, used_at) VALUES (x'01', 1500, 7, 9, 7);
+             PRAGMA user_version = 7;",
+        )
+        .unwrap();
+        assert_eq!(init(&conn).unwrap(), Schema::Ready);
+        let row: (i64, i64, i64) = conn
+            .query_row("SELECT tokens, policy, prev FROM buckets", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(row, (1500, 0, 0), "a token bucket, its tokens kept");
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+}
