@@ -72,6 +72,38 @@ impl Kind {
         }
     }
 
+    /// What the policy does, for docs/usage.md's table (rendered by tests/docs.rs).
+    pub fn doc(self) -> &'static str {
+        match self {
+            Kind::TokenBucket => {
+                "The default. A bucket of `$limit` tokens refilled continuously, `$limit` every \
+                 `$per` seconds: bursts up to `$limit`, then a steady rate. `resetAfter`: until \
+                 full; the `RateLimit` header's `t`: until the next whole token."
+            }
+            Kind::FixedWindow => {
+                "At most `$limit` in a window of `$per` seconds that starts at its first \
+                 admission (not on the clock's grid); the next admission after its end starts \
+                 the next one. `retryAfter`, `resetAfter` and `t`: until the window's end. \
+                 Symfony's `fixed_window`; Laravel's `RateLimiter` counts this way."
+            }
+            Kind::SlidingWindow => {
+                "The current window's tokens plus the previous window's, weighted by the part \
+                 of it still inside the last `$per` seconds and rounded down to whole tokens \
+                 (Symfony's `sliding_window`): a burst at a window's end still weighs on the \
+                 next one. `retryAfter`: exactly when the weighted count lets the call in."
+            }
+        }
+    }
+
+    /// The table of policies in docs/usage.md.
+    pub fn reference_markdown() -> String {
+        let mut out = String::from("| `policy` | how it counts |\n| --- | --- |\n");
+        for k in Self::ALL {
+            out.push_str(&format!("| `{}` | {} |\n", k.as_str(), k.doc()));
+        }
+        out
+    }
+
     pub fn from_name(name: &[u8]) -> Option<Self> {
         Self::ALL
             .into_iter()
