@@ -190,7 +190,7 @@ fn failover(
 ) -> Result<Failover, StoreError> {
     let r = &config.redis;
     let settings = RedisSettings {
-        target: Target::parse(&r.url, &r.cluster)?,
+        target: Target::from_config(r)?,
         prefix: r.prefix.clone(),
         timeout_ms: r.timeout_ms,
         flush_ms: clocks.redis_flush_ms,

@@ -520,9 +520,14 @@ impl OwnServer {
     }
 
     fn store(&self) -> RedisStore {
+        self.store_at(&fresh_prefix())
+    }
+
+    /// A store of keys under `prefix` (another connection to the same buckets).
+    fn store_at(&self, prefix: &str) -> RedisStore {
         let settings = RedisSettings {
             target: Target::parse(&self.1, &[]).unwrap(),
-            prefix: fresh_prefix(),
+            prefix: prefix.to_string(),
             timeout_ms: 2_000,
             flush_ms: 0,
         };
@@ -697,4 +702,173 @@ fn a_damaged_bucket_is_a_denial_then_refills_from_empty() {
             .verdict
             .allowed
     );
+}
+
+/// A server that refuses `TIME` in scripts (a managed service renaming it away, as
+/// `rename-command TIME ""` does: "Unknown Redis command called from script", which names no
+/// command): detected by asking it once, then decided with the host's clock, exactly.
+#[test]
+fn a_server_without_time_in_scripts_is_decided_with_the_hosts_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(dir.path(), &["--rename-command", "TIME", ""]);
+    let prefix = fresh_prefix();
+    let mut s = server.store_at(&prefix);
+    let admitted = (0..8)
+        .filter(|_| {
+            s.acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed
+        })
+        .count();
+    assert_eq!(admitted, 5);
+    let mut other = server.store_at(&prefix);
+    let d = other
+        .acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
+        .unwrap();
+    assert!(!d.verdict.allowed, "one bucket for both connections");
+}
+
+// ---- Damaged values of any type (issue 22) ----
+
+/// Writes a value of `kind` at `name` (replacing what is there).
+fn plant(c: &mut redis::Connection, name: &str, kind: &str) {
+    let _: () = redis::cmd("DEL").arg(name).query(c).unwrap();
+    let mut cmd = match kind {
+        "hash" => redis::cmd("HSET"),
+        "list" => redis::cmd("RPUSH"),
+        "set" => redis::cmd("SADD"),
+        "zset" => redis::cmd("ZADD"),
+        _ => redis::cmd("SET"),
+    };
+    cmd.arg(name);
+    match kind {
+        "hash" => cmd.arg("f").arg("v"),
+        "zset" => cmd.arg(1).arg("m"),
+        "string" => cmd.arg("not a bucket"),
+        _ => cmd.arg("v"),
+    };
+    let _: () = cmd.query(c).unwrap();
+}
+
+/// A value of any type at a bucket's name (another tenant of a shared Redis) is damaged: one
+/// call fails as Corrupt (a storage fault: "unavailable", never Timeout or Unreachable, which
+/// are a node's faults), then the bucket is an empty one and decisions go on.
+#[test]
+fn a_value_of_any_type_at_a_bucket_is_damaged_once_then_replaced() {
+    let r = Redis::single();
+    let mut c = admin();
+    let mut s = r.store(None);
+    let a = ask(5, 86_400_000, 0);
+    for (n, kind) in ["hash", "list", "set", "zset", "string"]
+        .into_iter()
+        .enumerate()
+    {
+        let k = key(40 + n as u8);
+        let bucket = format!("{}{{{}}}b:{}", r.prefix, hex(&k.group), hex(&k.bucket));
+        plant(&mut c, &bucket, kind);
+        let e = s.acquire(&k, &a, 60_000, &mut none()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{kind}: {e}");
+        let t: String = redis::cmd("TYPE").arg(&bucket).query(&mut c).unwrap();
+        assert_eq!(t, "string", "{kind}: replaced");
+        let v = s.acquire(&k, &a, 60_000, &mut none()).unwrap().verdict;
+        assert!(!v.allowed, "{kind}: an empty bucket, never a full one");
+        assert_eq!(
+            s.peek(&k, &a.policy, &mut none()).unwrap().remaining,
+            0,
+            "{kind}"
+        );
+    }
+}
+
+/// The same at the name of a bucket's leases and of a request id's record: deleted, the call
+/// Corrupt, the next one decided.
+#[test]
+fn a_value_of_another_type_at_leases_or_a_request_record_is_damaged_once() {
+    let r = Redis::single();
+    let mut c = admin();
+    let mut s = r.store(None);
+    let k = key(50);
+    let tag = format!("{}{{{}}}", r.prefix, hex(&k.group));
+    let leases = format!("{tag}l:{}", hex(&k.bucket));
+    plant(&mut c, &leases, "string");
+    let a = ask(5, 86_400_000, 2);
+    let e = s.acquire(&k, &a, 60_000, &mut none()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    let got = s.acquire(&k, &a, 60_000, &mut none()).unwrap();
+    assert!(got.verdict.allowed && got.lease.is_some());
+    plant(&mut c, &leases, "hash");
+    let lease = got.lease.unwrap();
+    assert_eq!(
+        s.release(&[lease], &mut none()).unwrap_err().kind(),
+        ErrorKind::Corrupt
+    );
+    let k = key(51);
+    let request = format!("{}{{{}}}q:{}", r.prefix, hex(&k.group), hex(&[7; 16]));
+    plant(&mut c, &request, "list");
+    let with = conformance::with_request(ask(5, 86_400_000, 0), 7, 60_000);
+    let e = s.acquire(&k, &with, 60_000, &mut none()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert!(
+        s.acquire(&k, &with, 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+}
+
+/// The operator's reads and the key record pass over foreign values: stats, top and the
+/// record answer, the counters replaced when they are not a hash.
+#[test]
+fn foreign_values_never_make_stats_top_or_the_key_record_fail() {
+    let r = Redis::single();
+    let mut c = admin();
+    let mut s = r.store(None);
+    let k = key(60);
+    assert!(
+        s.acquire(&k, &ask(1, 86_400_000, 0), 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    assert!(
+        !s.acquire(&k, &ask(1, 86_400_000, 0), 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    let tag = format!("{}{{{}}}", r.prefix, hex(&[0x99; 16]));
+    plant(&mut c, &format!("{tag}b:{}", hex(&[1; 16])), "hash");
+    plant(&mut c, &format!("{tag}l:{}", hex(&[1; 16])), "string");
+    plant(&mut c, &format!("{}counters", r.prefix), "list");
+    plant(&mut c, &format!("{}keyring", r.prefix), "set");
+    // A decision adds its counts (flush_ms 0): over the list, replaced by the counters.
+    assert!(
+        !s.acquire(&k, &ask(1, 86_400_000, 0), 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    let t: String = redis::cmd("TYPE")
+        .arg(format!("{}counters", r.prefix))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(t, "hash");
+    let stats = s.stats().unwrap();
+    assert_eq!(
+        stats.counters.denied_rate, 1,
+        "counted again from the replacement"
+    );
+    assert_eq!(
+        stats.entries, 2,
+        "the bucket and the foreign value, by name"
+    );
+    let top = s.top(10).unwrap();
+    assert_eq!(top.len(), 1, "only the bucket ratelimit wrote");
+    assert_eq!(s.key_record().unwrap(), None);
+    assert!(s.record_key(&record(9), None).unwrap(), "recorded over it");
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -231,7 +231,7 @@ pub const SQLITE: [Directive; 3] = [
 ];
 
 /// The directives of the Redis backend (and of its breaker and fallback).
-pub const REDIS: [Directive; 10] = [
+pub const REDIS: [Directive; 12] = [
     directive(c"ratelimit.backend", c"sqlite",
         "sqlite or redis",
         "any",
@@ -266,6 +266,29 @@ pub const REDIS: [Directive; 10] = [
             .collect::<Result<_, _>>()?;
         Ok(())
     }),
+    directive(c"ratelimit.redis_sentinel", c"",
+        "empty, or Sentinels separated by commas, each host:port or a redis:// or rediss:// URL",
+        "redis",
+        "Sentinels watching the master; not empty: Sentinel mode. The master named `redis_sentinel_master` is asked for from one Sentinel after another within the call's budget, checked with ROLE, and asked for again after a failover (a connection error, a `-READONLY` reply, or every second). `redis_url` then gives only the master's password, database and TLS (`rediss://`); a Sentinel given as host:port uses the same TLS and no password, a URL gives its own.", |c, v| {
+        c.redis.sentinel = v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(sentinel_addr)
+            .collect::<Result<_, _>>()?;
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_sentinel_master", c"",
+        "empty, or a master name (1 to 128 characters, no spaces)",
+        "redis",
+        "The name of the master the Sentinels watch (`sentinel monitor <name> ...`); required with `redis_sentinel`.", |c, v| {
+        let v = v.trim();
+        if v.len() > 128 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Invalid("expected empty, or a master name (1 to 128 characters, no spaces)"));
+        }
+        c.redis.sentinel_master = v.to_string();
+        Ok(())
+    }),
     directive(c"ratelimit.redis_prefix", c"rl:",
         "1 to 64 printable characters, without spaces or braces",
         "redis",
@@ -284,7 +307,7 @@ pub const REDIS: [Directive; 10] = [
     directive(c"ratelimit.redis_timeout_ms", c"50",
         "milliseconds from 1 to 60000",
         "redis",
-        "The most one call waits for Redis, connecting, writing and reading together; then \"unavailable\" (or the local fallback).", |c, v| {
+        "The most one call waits for Redis, every step together: resolving the host name, connecting, TLS, AUTH and SELECT, asking a Sentinel or reading a Cluster's slot map, writing, and every read; then \"unavailable\" (or the local fallback).", |c, v| {
         c.redis.timeout_ms = int_in(v, 1, 60_000, "expected milliseconds from 1 to 60000")?;
         Ok(())
     }),
@@ -361,7 +384,10 @@ fn absolute(v: &str) -> Result<String, Invalid> {
 /// The value of directive `name` as it may be shown in a warning: never a Redis address's (a
 /// mistyped one may hold a password anywhere), and no control character.
 pub fn shown(name: &str, value: &str) -> String {
-    if name.starts_with("ratelimit.redis_url") || name.starts_with("ratelimit.redis_cluster") {
+    if name.starts_with("ratelimit.redis_url")
+        || name.starts_with("ratelimit.redis_cluster")
+        || name == "ratelimit.redis_sentinel"
+    {
         return "(not shown: it may hold a password)".into();
     }
     format!("{value:?}")
@@ -376,6 +402,22 @@ fn redis_url(v: &str) -> Result<String, Invalid> {
         .any(|s| v.len() > s.len() && v.starts_with(s));
     ok.then(|| v.to_string())
         .ok_or(Invalid("expected a redis://, rediss:// or unix:// URL"))
+}
+
+/// A Sentinel: `host:port`, or a `redis://` / `rediss://` URL (with its own password).
+fn sentinel_addr(v: &str) -> Result<String, Invalid> {
+    const WHY: &str =
+        "expected empty, or Sentinels separated by commas, each host:port or a redis:// or rediss:// URL";
+    if v.starts_with("redis://") || v.starts_with("rediss://") {
+        return redis_url(v).map_err(|_| Invalid(WHY));
+    }
+    let ok = v.rsplit_once(':').is_some_and(|(h, p)| {
+        !h.is_empty()
+            && !h.contains('/')
+            && !h.contains('@')
+            && p.parse::<u16>().is_ok_and(|p| p > 0)
+    });
+    ok.then(|| v.to_string()).ok_or(Invalid(WHY))
 }
 
 /// Every directive.
@@ -470,6 +512,11 @@ pub struct RedisConfig {
     pub url: String,
     /// Seed nodes; not empty: cluster mode (and `url` is not used).
     pub cluster: Vec<String>,
+    /// Sentinels (host:port or URLs); not empty: Sentinel mode (`url` gives the master's
+    /// password, database and TLS only).
+    pub sentinel: Vec<String>,
+    /// The master's name at the Sentinels.
+    pub sentinel_master: String,
     /// Put before every key, so that several sites can share one Redis.
     pub prefix: String,
     /// Connect, read and write, each.
@@ -769,7 +816,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 25);
+        assert_eq!(names.len(), 27);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
@@ -867,6 +914,28 @@ mod tests {
         assert_eq!(c.backend, Backend::Redis);
         assert_eq!(c.redis.cluster.len(), 2);
         assert_eq!(c.redis.fallback, Fallback::Local);
+    }
+
+    #[test]
+    fn sentinels_are_host_port_or_urls_and_the_master_a_name() {
+        let mut c = Config::defaults();
+        assert!(c.redis.sentinel.is_empty() && c.redis.sentinel_master.is_empty());
+        c.set(
+            "ratelimit.redis_sentinel",
+            " 10.0.0.1:26379, sentinel-b:26380 ,rediss://:pw@10.0.0.3:26379",
+        )
+        .unwrap();
+        assert_eq!(c.redis.sentinel.len(), 3);
+        for bad in ["10.0.0.1", "a:0", "a:x", ":26379", "http://a:1", "u@a:1"] {
+            assert!(c.set("ratelimit.redis_sentinel", bad).is_err(), "{bad}");
+        }
+        c.set("ratelimit.redis_sentinel_master", "mymaster")
+            .unwrap();
+        assert_eq!(c.redis.sentinel_master, "mymaster");
+        assert!(c
+            .set("ratelimit.redis_sentinel_master", "my master")
+            .is_err());
+        assert!(!shown("ratelimit.redis_sentinel", "rediss://:pw@a:1").contains("pw"));
     }
 
     #[test]

@@ -1,8 +1,11 @@
-//! One worker's connection to Redis (a single server or a cluster): made on first use, never in
-//! module startup, dropped after any error (a reply that timed out may still arrive, and must
-//! never be read as the answer to the next call), and made again by the next call. Every call
-//! waits at most the configured timeout in all: connecting, writing and reading share it.
+//! One worker's connection to Redis (a single server, a cluster, or the master that Sentinels
+//! name): made on first use, never in module startup, dropped after any error (a reply that
+//! timed out may still arrive, and must never be read as the answer to the next call), and made
+//! again by the next call. Every call ends by one deadline, the configured timeout after it
+//! began: resolving names, connecting, TLS, AUTH/SELECT, asking a Sentinel, writing and every
+//! read share it (see `link`).
 
+use super::link::{Link, Role};
 use crate::storage::{ErrorKind, StoreError};
 use redis::{ConnectionLike, IntoConnectionInfo, RedisError};
 use std::time::{Duration, Instant};
@@ -13,26 +16,34 @@ pub enum Target {
     Single(Box<redis::ConnectionInfo>),
     /// Seed nodes of a cluster.
     Cluster(Vec<redis::ConnectionInfo>),
+    /// The master that Sentinels name: the Sentinels, the master's name, and its settings
+    /// (password, database, TLS: `ratelimit.redis_url`'s; its address is not used).
+    Sentinel {
+        sentinels: Vec<redis::ConnectionInfo>,
+        master: String,
+        settings: Box<redis::ConnectionInfo>,
+    },
+}
+
+/// A URL's connection settings, without CLIENT SETINFO (one round trip less when connecting).
+fn info(u: &str) -> Result<redis::ConnectionInfo, StoreError> {
+    u.into_connection_info()
+        .map(|i| {
+            let settings = i.redis_settings().clone().set_skip_set_lib_name();
+            i.set_redis_settings(settings)
+        })
+        .map_err(|e| {
+            StoreError::new(
+                ErrorKind::Misconfigured,
+                format!("invalid Redis URL for {}", without_credentials(u)),
+            )
+            .with_source(e)
+        })
 }
 
 impl Target {
     /// Parses `ratelimit.redis_url`, or the seeds of `ratelimit.redis_cluster` when not empty.
     pub fn parse(url: &str, cluster: &[String]) -> Result<Self, StoreError> {
-        let info = |u: &str| {
-            u.into_connection_info()
-                .map(|i| {
-                    // One round trip less when connecting: no CLIENT SETINFO.
-                    let settings = i.redis_settings().clone().set_skip_set_lib_name();
-                    i.set_redis_settings(settings)
-                })
-                .map_err(|e| {
-                    StoreError::new(
-                        ErrorKind::Misconfigured,
-                        format!("invalid Redis URL for {}", without_credentials(u)),
-                    )
-                    .with_source(e)
-                })
-        };
         if cluster.is_empty() {
             Ok(Target::Single(Box::new(info(url)?)))
         } else {
@@ -44,6 +55,45 @@ impl Target {
         }
     }
 
+    /// The target of the Redis directives: Sentinel mode when `ratelimit.redis_sentinel` is
+    /// not empty (then `redis_url` gives only the master's password, database and TLS), else
+    /// [`Target::parse`].
+    pub fn from_config(r: &crate::core::config::RedisConfig) -> Result<Self, StoreError> {
+        if r.sentinel.is_empty() {
+            return Self::parse(&r.url, &r.cluster);
+        }
+        let refuse = |why: &str| StoreError::new(ErrorKind::Misconfigured, why.to_string());
+        if !r.cluster.is_empty() {
+            return Err(refuse(
+                "ratelimit.redis_sentinel and ratelimit.redis_cluster are both set: set one",
+            ));
+        }
+        if r.sentinel_master.is_empty() {
+            return Err(refuse(
+                "ratelimit.redis_sentinel is set but ratelimit.redis_sentinel_master is empty",
+            ));
+        }
+        let settings = info(&r.url)?;
+        let tls = matches!(settings.addr(), redis::ConnectionAddr::TcpTls { .. });
+        let sentinels = r
+            .sentinel
+            .iter()
+            .map(|s| {
+                if s.contains("://") {
+                    info(s)
+                } else {
+                    // host:port: TLS as the master's, no password of its own.
+                    info(&format!("{}://{s}", if tls { "rediss" } else { "redis" }))
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Target::Sentinel {
+            sentinels,
+            master: r.sentinel_master.clone(),
+            settings: Box::new(settings),
+        })
+    }
+
     /// The address for messages and logs: host and port (or socket path), never a password.
     pub fn describe(&self) -> String {
         match self {
@@ -51,6 +101,12 @@ impl Target {
             Target::Cluster(seeds) => {
                 let addrs: Vec<String> = seeds.iter().map(|i| i.addr().to_string()).collect();
                 format!("redis cluster {}", addrs.join(","))
+            }
+            Target::Sentinel {
+                sentinels, master, ..
+            } => {
+                let addrs: Vec<String> = sentinels.iter().map(|i| i.addr().to_string()).collect();
+                format!("redis sentinel {} master {master:?}", addrs.join(","))
             }
         }
     }
@@ -77,6 +133,8 @@ pub struct Conn {
     target: Target,
     timeout: Duration,
     servers: Servers,
+    /// The deadline of the last call (see [`Conn::call_by`]).
+    last_deadline: Option<Instant>,
 }
 
 // One per worker: the single server's node stays inline, on the path of every call.
@@ -84,6 +142,7 @@ pub struct Conn {
 enum Servers {
     Single(Node),
     Cluster(Cluster),
+    Sentinel(Sentinel),
 }
 
 impl Conn {
@@ -96,18 +155,39 @@ impl Conn {
                 c.check_policy = false;
                 c.nodes.iter_mut().for_each(|n| n.check_policy = false);
             }
+            Servers::Sentinel(s) => s.check_policy = false,
         }
     }
 
     pub fn new(target: Target, timeout: Duration) -> Self {
+        let tls =
+            |i: &redis::ConnectionInfo| matches!(i.addr(), redis::ConnectionAddr::TcpTls { .. });
+        let uses_tls = match &target {
+            Target::Single(i) => tls(i),
+            Target::Cluster(seeds) => seeds.iter().any(tls),
+            Target::Sentinel {
+                sentinels,
+                settings,
+                ..
+            } => tls(settings) || sentinels.iter().any(tls),
+        };
+        if uses_tls {
+            super::link::prepare_tls();
+        }
         let servers = match &target {
             Target::Single(info) => Servers::Single(Node::new((**info).clone())),
             Target::Cluster(seeds) => Servers::Cluster(Cluster::new(seeds)),
+            Target::Sentinel {
+                sentinels,
+                master,
+                settings,
+            } => Servers::Sentinel(Sentinel::new(sentinels, master, settings)),
         };
         Self {
             target,
             timeout,
             servers,
+            last_deadline: None,
         }
     }
 
@@ -120,9 +200,14 @@ impl Conn {
     /// was first read.
     pub fn node_of(&self, key: &str) -> Option<String> {
         match &self.servers {
-            Servers::Single(_) => None,
+            Servers::Single(_) | Servers::Sentinel(_) => None,
             Servers::Cluster(c) => c.node_of(key),
         }
+    }
+
+    /// The budget of one call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Runs `f` on the connection to `route`'s server within one time budget. Any error drops
@@ -132,13 +217,30 @@ impl Conn {
     pub fn call<T>(
         &mut self,
         route: Route,
+        f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+    ) -> Result<T, StoreError> {
+        self.call_by(Instant::now() + self.timeout, route, f)
+    }
+
+    /// The deadline of the last call: what is left of it is for work belonging to that call
+    /// (the counts added after a decision), so that one store call spends one budget.
+    pub fn last_deadline(&self) -> Option<Instant> {
+        self.last_deadline
+    }
+
+    /// [`Conn::call`] ending by `deadline`.
+    pub fn call_by<T>(
+        &mut self,
+        deadline: Instant,
+        route: Route,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
-        let deadline = Instant::now() + self.timeout;
+        self.last_deadline = Some(deadline);
         let timeout = self.timeout;
         let r = match &mut self.servers {
             Servers::Single(node) => node.run(deadline, timeout, false, &mut f),
             Servers::Cluster(c) => c.call(route, deadline, timeout, &mut f),
+            Servers::Sentinel(s) => s.call(deadline, timeout, &mut f),
         };
         r.map_err(|e| self.classify(e))
     }
@@ -169,6 +271,7 @@ impl Conn {
             Servers::Single(node) => {
                 node.run(Instant::now() + timeout, timeout, false, &mut scan_one)
             }
+            Servers::Sentinel(s) => s.call(Instant::now() + timeout, timeout, &mut scan_one),
             Servers::Cluster(c) => (|| {
                 c.read_slots(Instant::now() + timeout, timeout)?;
                 let mut masters: Vec<usize> = c.slots.iter().map(|&(_, _, n)| n).collect();
@@ -192,8 +295,10 @@ impl Conn {
                 StoreError::new(ErrorKind::Timeout, format!("{place}: no answer in time"))
             }
             Fault::Redis(r) => {
-                let kind = if r.code() == Some("RLCORRUPT") {
-                    // A script found a value it did not write (see lua/bucket.lua).
+                let kind = if matches!(r.code(), Some("RLCORRUPT" | "WRONGTYPE")) {
+                    // A script found a value it did not write (see lua/bucket.lua), or a
+                    // command met a value of another type at one of our names: damaged data,
+                    // not a fault of the server.
                     ErrorKind::Corrupt
                 } else if refuses_settings(&r) {
                     ErrorKind::Misconfigured
@@ -238,7 +343,8 @@ impl Conn {
 /// without the permission for a command (ACL `NOPERM`), or a database number it does not have
 /// (`SELECT` at connect, which the redis crate reports as a refusal to switch database).
 fn refuses_settings(r: &RedisError) -> bool {
-    r.code() == Some("NOPERM") || r.to_string().contains("refused to switch database")
+    matches!(r.code(), Some("NOPERM" | "NOAUTH" | "WRONGPASS"))
+        || r.to_string().contains("refused to switch database")
 }
 
 /// The server's `maxmemory-policy` when it evicts keys under memory pressure. Every bucket has
@@ -254,7 +360,7 @@ fn evicting_policy(info: &str) -> Option<&str> {
     (policy != "noeviction").then_some(policy)
 }
 
-fn refuse_evicting_server(c: &mut redis::Connection) -> Result<(), RedisError> {
+fn refuse_evicting_server(c: &mut dyn ConnectionLike) -> Result<(), RedisError> {
     let info: String = match redis::cmd("INFO").arg("memory").query(c) {
         Ok(i) => i,
         Err(e) if e.code() == Some("NOPERM") => return Ok(()),
@@ -291,11 +397,14 @@ fn left(deadline: Instant) -> Result<Duration, Fault> {
 /// One server's connection, made when first needed and dropped after any error.
 struct Node {
     info: redis::ConnectionInfo,
-    live: Option<redis::Connection>,
-    /// The read and write timeouts set on `live` now (a system call to change).
-    io_timeout: Option<Duration>,
+    live: Option<Link>,
     /// Whether a new connection first makes sure the server does not evict keys.
     check_policy: bool,
+    /// What the server is: a data node, or a Sentinel (no database, no policy to check).
+    role: Role,
+    /// Whether a new connection first makes sure the server is a master (ROLE): a master that
+    /// Sentinels name may have been demoted since.
+    check_master: bool,
 }
 
 impl Node {
@@ -303,8 +412,9 @@ impl Node {
         Self {
             info,
             live: None,
-            io_timeout: None,
             check_policy: true,
+            role: Role::Data,
+            check_master: false,
         }
     }
 
@@ -314,11 +424,11 @@ impl Node {
     fn run<T>(
         &mut self,
         deadline: Instant,
-        timeout: Duration,
+        _timeout: Duration,
         asking: bool,
         f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
     ) -> Result<T, Fault> {
-        let r = self.connected(deadline, timeout).and_then(|c| {
+        let r = self.connected(deadline).and_then(|c| {
             if asking {
                 redis::cmd("ASKING").exec(c).map_err(Fault::Redis)?;
             }
@@ -330,47 +440,214 @@ impl Node {
         r
     }
 
-    /// The connection, made now if there is none, with its read and write timeouts set to what
-    /// is left of the budget.
-    fn connected(
-        &mut self,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<&mut redis::Connection, Fault> {
-        let budget = left(deadline)?;
-        if self.live.is_none() {
-            let client = redis::Client::open(self.info.clone()).map_err(Fault::Redis)?;
-            let mut c = client
-                .get_connection_with_timeout(budget)
-                .map_err(Fault::Redis)?;
-            if self.check_policy {
-                let budget = left(deadline)?;
-                c.set_read_timeout(Some(budget)).map_err(Fault::Redis)?;
-                c.set_write_timeout(Some(budget)).map_err(Fault::Redis)?;
-                refuse_evicting_server(&mut c).map_err(Fault::Redis)?;
+    /// The connection, made now if there is none, its reads and writes bounded by `deadline`.
+    fn connected(&mut self, deadline: Instant) -> Result<&mut Link, Fault> {
+        left(deadline)?;
+        let link = match &mut self.live {
+            Some(link) => link,
+            live @ None => {
+                let mut c = Link::open(&self.info, self.role, deadline).map_err(Fault::Redis)?;
+                if self.role == Role::Data && self.check_master {
+                    refuse_replica(&mut c).map_err(Fault::Redis)?;
+                }
+                if self.role == Role::Data && self.check_policy {
+                    refuse_evicting_server(&mut c).map_err(Fault::Redis)?;
+                }
+                live.insert(c)
             }
-            self.live = Some(c);
-            self.io_timeout = None;
-        }
-        let budget = left(deadline)?;
-        // Only what is left of this call's budget; a kept connection gets the whole timeout
-        // (within a millisecond, to spare a system call per call).
-        let want = if budget + Duration::from_millis(1) >= timeout {
-            timeout
-        } else {
-            budget
         };
-        let c = self.live.as_mut().expect("made above");
-        if self.io_timeout != Some(want) {
-            c.set_read_timeout(Some(want)).map_err(Fault::Redis)?;
-            c.set_write_timeout(Some(want)).map_err(Fault::Redis)?;
-            self.io_timeout = Some(want);
-        }
-        Ok(c)
+        link.arm(deadline);
+        Ok(link)
     }
 
     fn is_at(&self, host: &str, port: u16) -> bool {
         host_port(self.info.addr()) == Some((host, port))
+    }
+}
+
+/// A `-READONLY` refusal: what a replica answers a write, and what a master found to be a
+/// replica is treated as (the call did not run there).
+fn read_only(why: &'static str) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+        why,
+    ))
+}
+
+fn is_read_only(r: &RedisError) -> bool {
+    r.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+}
+
+/// Fails unless the server says it is a master (ROLE's first field).
+fn refuse_replica(c: &mut dyn ConnectionLike) -> Result<(), RedisError> {
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(c)?;
+    match role.first().map(redis::from_redis_value_ref::<String>) {
+        Some(Ok(r)) if r == "master" => Ok(()),
+        _ => Err(read_only("the server Sentinel named is not a master")),
+    }
+}
+
+/// The master that Sentinels name, found within the calls' budgets. Asked for by name
+/// (`SENTINEL GET-MASTER-ADDR-BY-NAME`) from one Sentinel after another, checked with ROLE when
+/// connecting, and asked for again after a connection error, a `-READONLY` reply, or when it
+/// was last named more than [`RECHECK`] ago (a failover whose old master still answers: its
+/// writes would be lost).
+struct Sentinel {
+    name: String,
+    sentinels: Vec<Node>,
+    /// The Sentinel asked first: the last one that answered.
+    cursor: usize,
+    /// The master's settings (password, database, TLS); its address is the one found.
+    settings: redis::ConnectionInfo,
+    master: Option<Node>,
+    /// When a Sentinel last named the master in use.
+    named_at: Option<Instant>,
+    check_policy: bool,
+}
+
+/// How long a master named by a Sentinel is used before one is asked again (at most one
+/// Sentinel round trip a second per worker, within a call's budget).
+pub const RECHECK: Duration = Duration::from_secs(1);
+
+impl Sentinel {
+    fn new(
+        sentinels: &[redis::ConnectionInfo],
+        name: &str,
+        settings: &redis::ConnectionInfo,
+    ) -> Self {
+        let sentinels = sentinels
+            .iter()
+            .cloned()
+            .map(|i| {
+                let mut n = Node::new(i);
+                n.role = Role::Sentinel;
+                n
+            })
+            .collect();
+        Self {
+            name: name.to_string(),
+            sentinels,
+            cursor: 0,
+            settings: settings.clone(),
+            master: None,
+            named_at: None,
+            check_policy: true,
+        }
+    }
+
+    fn call<T>(
+        &mut self,
+        deadline: Instant,
+        timeout: Duration,
+        f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+    ) -> Result<T, Fault> {
+        let due = self.named_at.is_none_or(|at| at.elapsed() >= RECHECK);
+        if self.master.is_none() {
+            self.discover(deadline, timeout, true)?;
+        } else if due {
+            // Half of what is left at most; a Sentinel that does not answer keeps the master
+            // known (the next call asks the next Sentinel).
+            let share = Instant::now() + left(deadline)? / 2;
+            let _ = self.discover(share, timeout, false);
+        }
+        let master = self.master.as_mut().expect("found above");
+        match master.run(deadline, timeout, false, f) {
+            Ok(v) => Ok(v),
+            Err(Fault::Redis(r)) if is_read_only(&r) => {
+                // Refused, so not carried out: once more on the master named now, if any.
+                self.forget();
+                if left(deadline).is_err() {
+                    return Err(Fault::Redis(r));
+                }
+                self.discover(deadline, timeout, true)?;
+                let master = self.master.as_mut().expect("found above");
+                let again = master.run(deadline, timeout, false, f);
+                if again.is_err() {
+                    self.forget();
+                }
+                again
+            }
+            Err(e) => {
+                // Timed out or lost: whether it ran is unknown, so it is not sent again; the next
+                // call asks the Sentinels anew.
+                self.forget();
+                Err(e)
+            }
+        }
+    }
+
+    fn forget(&mut self) {
+        self.master = None;
+        self.named_at = None;
+    }
+
+    /// Asks the Sentinels, one after another from the last that answered, for the master's
+    /// address, and takes it (a connection to another address is dropped). A Sentinel that is
+    /// not the last to try gets half of what is left. `all`: try every Sentinel, else only one.
+    fn discover(&mut self, deadline: Instant, timeout: Duration, all: bool) -> Result<(), Fault> {
+        let mut last = Fault::OutOfTime;
+        let n = self.sentinels.len();
+        let tries = if all { n } else { 1 };
+        let (name, start) = (self.name.clone(), self.cursor);
+        for i in 0..tries {
+            let at = (start + i) % n;
+            let share = if i + 1 < tries {
+                Instant::now() + left(deadline)? / 2
+            } else {
+                deadline
+            };
+            let mut ask = |c: &mut dyn ConnectionLike| {
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(&name)
+                    .query::<Option<(String, u16)>>(c)
+            };
+            match self.sentinels[at].run(share, timeout, false, &mut ask) {
+                Ok(Some((host, port))) => {
+                    self.cursor = at;
+                    self.take(&host, port);
+                    return Ok(());
+                }
+                Ok(None) => {
+                    last = Fault::Redis(RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "the Sentinel does not know the master named by ratelimit.redis_sentinel_master",
+                    )));
+                }
+                Err(e) => last = e,
+            }
+            self.cursor = (at + 1) % n;
+            if left(deadline).is_err() {
+                break;
+            }
+        }
+        Err(last)
+    }
+
+    /// Uses the master at `host:port` (with the master's settings), keeping the connection
+    /// when it is the one in use.
+    fn take(&mut self, host: &str, port: u16) {
+        self.named_at = Some(Instant::now());
+        if self.master.as_ref().is_some_and(|m| m.is_at(host, port)) {
+            return;
+        }
+        let addr = match self.settings.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
+        };
+        let mut node = Node::new(self.settings.clone().set_addr(addr));
+        node.check_policy = self.check_policy;
+        node.check_master = true;
+        self.master = Some(node);
     }
 }
 
@@ -688,6 +965,61 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         (l, port)
+    }
+
+    /// A fault injector, not a Redis: answers every command it reads with a reply of 200 bytes
+    /// (a bulk string), one byte every `gap`.
+    fn trickling_peer(gap: Duration) -> u16 {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let mut reply = b"$200\r\n".to_vec();
+                    reply.extend([b'x'; 200]);
+                    reply.extend(b"\r\n");
+                    while matches!(s.read(&mut buf), Ok(n) if n > 0) {
+                        for b in &reply {
+                            if s.write_all(&[*b]).is_err() {
+                                return;
+                            }
+                            std::thread::sleep(gap);
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    /// Whatever step the trickle meets (AUTH and SELECT at connect, the eviction check, the
+    /// command), a call ends within its budget, and the next call too.
+    #[test]
+    fn a_reply_trickling_in_at_any_step_ends_the_call_within_its_budget() {
+        let port = trickling_peer(Duration::from_millis(10));
+        for url in [
+            format!("redis://127.0.0.1:{port}/0"),
+            format!("redis://:secret@127.0.0.1:{port}/3"),
+        ] {
+            let mut c = Conn::new(Target::parse(&url, &[]).unwrap(), Duration::from_millis(50));
+            for _ in 0..3 {
+                let t0 = Instant::now();
+                let e = c
+                    .call(Route::Any, |c| redis::cmd("PING").query::<String>(c))
+                    .unwrap_err();
+                let took = t0.elapsed();
+                assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+                // 50 to 51 ms on an idle machine; a reply takes 2 s. The margin is for a
+                // machine so loaded that the test's thread waits to be scheduled.
+                assert!(
+                    took >= Duration::from_millis(50) && took < Duration::from_millis(150),
+                    "{took:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! `<prefix>counters` at most once a second and at process end.
 
 mod conn;
+mod link;
+mod resolve;
 
 pub use conn::Target;
 
@@ -257,7 +259,11 @@ impl RedisStore {
         let now = self.now_arg();
         let first = self.conn.call(Route::Key(key), |c| build(&now).invoke(c));
         match first {
-            Err(e) if matches!(self.time, Time::Server) && refuses_time(&e) => {
+            Err(e)
+                if matches!(self.time, Time::Server)
+                    && refused_in_script(&e)
+                    && self.refuses_time(key) =>
+            {
                 self.log.note(Event::HostClock, &self.conn.describe());
                 self.time = Time::Host(crate::storage::system_clock());
                 let now = self.now_arg();
@@ -293,13 +299,18 @@ impl RedisStore {
     /// A flush that fails keeps them for the next one, unless it timed out: then they may have
     /// been added, and are dropped rather than counted twice.
     fn flush_pending(&mut self, force: bool) -> Result<(), StoreError> {
+        self.flush_by(force, std::time::Instant::now() + self.conn.timeout())
+    }
+
+    /// [`Self::flush_pending`] ending by `deadline`.
+    fn flush_by(&mut self, force: bool, deadline: std::time::Instant) -> Result<(), StoreError> {
         let now = (self.clock)();
         if self.pending.is_zero() || (!force && now - self.flushed_at < self.flush_ms) {
             return Ok(());
         }
         let key = self.global("counters");
         let named = self.pending.named();
-        let r = self.conn.call(Route::Key(&key), |c| {
+        let r = self.conn.call_by(deadline, Route::Key(&key), |c| {
             let mut inv = scripts().add_counts.prepare_invoke();
             inv.key(&key);
             for (name, n) in named.iter().filter(|(_, n)| *n > 0) {
@@ -327,7 +338,19 @@ impl RedisStore {
     fn note(&mut self, counts: &Counters, carry: &mut Counters) {
         self.pending.add(counts);
         self.pending.add(&std::mem::take(carry));
-        let _ = self.flush_pending(false);
+        // Within what is left of the call that decided: a PHP call waits one budget, not two.
+        // With less than half of it left (a slow call: a reconnect, a loaded server), the counts
+        // wait for a later call: a flush cut short would drop its counts (they may have been
+        // added) and the connection, and the next call would pay a reconnect in its turn.
+        let Some(deadline) = self.conn.last_deadline() else {
+            return;
+        };
+        if deadline
+            .checked_duration_since(std::time::Instant::now())
+            .is_some_and(|d| d >= self.conn.timeout() / 2)
+        {
+            let _ = self.flush_by(false, deadline);
+        }
     }
 
     /// Counts a decision a script made (a replay as `retries`, leases it found expired, a clock
@@ -378,17 +401,45 @@ impl RedisStore {
     }
 }
 
-/// Whether a script failed because the server refuses `TIME` in scripts (some managed services).
-fn refuses_time(e: &StoreError) -> bool {
+/// A read that met a value of another type at one of our names (damaged: not written by
+/// ratelimit) as nothing there, for the operator's reads and the key record: a foreign value
+/// must not make them fail.
+fn damaged_is_none<T>(r: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == ErrorKind::Corrupt => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a script failed because a command in it was refused: not allowed in scripts, not
+/// deterministic (older servers), or unknown (renamed away, "Unknown Redis command called from
+/// script", which names none). Which one is asked of the server ([`RedisStore::refuses_time`]).
+fn refused_in_script(e: &StoreError) -> bool {
     let text = std::error::Error::source(e)
         .map(|s| s.to_string())
         .unwrap_or_default();
     let t = text.to_ascii_lowercase();
     e.kind() == ErrorKind::Io
-        && t.contains("time")
         && (t.contains("not allowed")
             || t.contains("deterministic")
-            || t.contains("unknown command"))
+            || t.contains("unknown command")
+            || t.contains("unknown redis command"))
+}
+
+impl RedisStore {
+    /// Whether the server refuses `TIME` in scripts (some managed services), asked with a
+    /// script that does nothing else, on `key`'s server. One round trip, only after a script
+    /// was refused a command.
+    fn refuses_time(&mut self, key: &str) -> bool {
+        let probe = self.conn.call(Route::Key(key), |c| {
+            redis::cmd("EVAL")
+                .arg("return redis.call('TIME')")
+                .arg(0)
+                .query::<redis::Value>(c)
+        });
+        probe.is_err_and(|e| refused_in_script(&e))
+    }
 }
 
 fn reason_of(code: u8) -> Reason {
@@ -613,9 +664,10 @@ impl Reports for RedisStore {
         let _ = self.flush_pending(true);
         let key = self.global("counters");
         let stored: std::collections::HashMap<String, u64> =
-            self.conn.call(Route::Key(&key), |c| {
+            damaged_is_none(self.conn.call(Route::Key(&key), |c| {
                 redis::cmd("HGETALL").arg(&key).query(c)
-            })?;
+            }))?
+            .unwrap_or_default();
         let mut counters = Counters::default();
         for (name, n) in &stored {
             if let Some(c) = counters.by_name(name) {
@@ -630,10 +682,10 @@ impl Reports for RedisStore {
         if !leases.is_empty() {
             let after = format!("({}", self.now_for_read()?);
             for l in &leases {
-                let n: u64 = self.conn.call(Route::Key(l), |c| {
+                let n: Option<u64> = damaged_is_none(self.conn.call(Route::Key(l), |c| {
                     redis::cmd("ZCOUNT").arg(l).arg(&after).arg("+inf").query(c)
-                })?;
-                live += n;
+                }))?;
+                live += n.unwrap_or(0);
             }
         }
         Ok(Stats {
@@ -651,9 +703,11 @@ impl Reports for RedisStore {
         let mut views = Vec::new();
         let after = format!("({}", self.now_for_read()?);
         for name in &buckets {
-            let stored: Option<String> = self
-                .conn
-                .call(Route::Key(name), |c| redis::cmd("GET").arg(name).query(c))?;
+            let stored: Option<String> = damaged_is_none(
+                self.conn
+                    .call(Route::Key(name), |c| redis::cmd("GET").arg(name).query(c)),
+            )?
+            .flatten();
             let Some([t, s, f, u, a, d, i]) = stored.as_deref().and_then(parse_bucket) else {
                 continue;
             };
@@ -666,13 +720,14 @@ impl Reports for RedisStore {
                 continue;
             }
             let leases = name.replacen("}b:", "}l:", 1);
-            let live: u64 = self.conn.call(Route::Key(&leases), |c| {
+            let live: u64 = damaged_is_none(self.conn.call(Route::Key(&leases), |c| {
                 redis::cmd("ZCOUNT")
                     .arg(&leases)
                     .arg(&after)
                     .arg("+inf")
                     .query(c)
-            })?;
+            }))?
+            .unwrap_or(0);
             views.push(BucketView {
                 bucket,
                 tokens_milli: count(t),
@@ -732,12 +787,17 @@ impl KeyRecords for RedisStore {
             Option<String>,
             Option<String>,
         );
-        let (f, p, h, v, s): Fields = self.conn.call(Route::Key(&key), |c| {
-            redis::cmd("HMGET")
-                .arg(&key)
-                .arg(&["f", "p", "h", "v", "s"])
-                .query(c)
-        })?;
+        // A value of another type there is none recorded too (recording replaces it).
+        let Some((f, p, h, v, s)): Option<Fields> =
+            damaged_is_none(self.conn.call(Route::Key(&key), |c| {
+                redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg(&["f", "p", "h", "v", "s"])
+                    .query(c)
+            }))?
+        else {
+            return Ok(None);
+        };
         // An older build's record has only f and p: its host and time are unknown.
         Ok(f.and_then(|f| unhex16(&f)).map(|fingerprint| KeyRecord {
             fingerprint,

@@ -27,7 +27,7 @@ local p = policy(limit, per, tonumber(ARGV[13]))
 if request_ttl > 0 then
   local j, ends = judged_request(KEYS[3], KEYS[2], ARGV[10], ARGV[11], now)
   if j ~= 'fresh' then
-    local t, s, _, _, _, _, _, k, pv = parse_bucket(redis.call('GET', KEYS[1]))
+    local t, s, _, _, _, _, _, k, pv = parse_bucket(get_bucket(KEYS[1]))
     if t == false then
       damaged(KEYS[1], p, now)
     end
@@ -50,7 +50,7 @@ end
 
 local live, earliest, expired = 0, nil, 0
 if max_inflight > 0 then
-  expired = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', int(now))
+  expired = first_on('leases', KEYS[2], 'ZREMRANGEBYSCORE', KEYS[2], '-inf', int(now))
   live = redis.call('ZCARD', KEYS[2])
   if live > 0 then
     earliest = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2])
@@ -58,7 +58,7 @@ if max_inflight > 0 then
 end
 
 local stored, counts = full(p, now), { 0, 0, 0 }
-local t, s, _, _, a, d, i, k, pv = parse_bucket(redis.call('GET', KEYS[1]))
+local t, s, _, _, a, d, i, k, pv = parse_bucket(get_bucket(KEYS[1]))
 if t == false then
   damaged(KEYS[1], p, now)
 end

@@ -27,7 +27,7 @@ for i = 1, n do
   ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 5]))
   cost[i] = tonumber(ARGV[o + 3]) * MILLI
   dry[i] = ARGV[o + 4] == '1'
-  local t, s, _, _, a, d, f, k, pv = parse_bucket(redis.call('GET', KEYS[i]))
+  local t, s, _, _, a, d, f, k, pv = parse_bucket(get_bucket(KEYS[i]))
   if t == false then
     damaged(KEYS[i], ps[i], now)
   end
@@ -68,7 +68,7 @@ end
 
 local live, earliest, expired = 0, nil, 0
 if max_inflight > 0 then
-  expired = redis.call('ZREMRANGEBYSCORE', LK, '-inf', int(now))
+  expired = first_on('leases', LK, 'ZREMRANGEBYSCORE', LK, '-inf', int(now))
   live = redis.call('ZCARD', LK)
   if live > 0 then
     earliest = tonumber(redis.call('ZRANGE', LK, 0, 0, 'WITHSCORES')[2])

@@ -294,6 +294,40 @@ local function parse_bucket(v)
     k, pv
 end
 
+-- A value of another type at one of our names (a hash, a list, a set: another tenant of a shared
+-- Redis) fails every command with WRONGTYPE. The first command on each name goes through pcall,
+-- so that such a value is damaged as a string ratelimit did not write is: replaced, and the call
+-- fails as damaged (RLCORRUPT), never as a fault of the server.
+local function wrongtype(r)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, 'WRONGTYPE', 1, true) then
+      return true
+    end
+    error(r)
+  end
+  return false
+end
+
+-- The value at a bucket's name: '' (damaged, see parse_bucket) when it is not a string.
+local function get_bucket(key)
+  local v = redis.pcall('GET', key)
+  if wrongtype(v) then
+    return ''
+  end
+  return v
+end
+
+-- Runs the first command on a name that must hold `what` (leases, a request's record) or
+-- nothing: a value of another type is deleted and the call fails as damaged.
+local function first_on(what, key, ...)
+  local r = redis.pcall(...)
+  if wrongtype(r) then
+    redis.call('DEL', key)
+    error({ err = 'RLCORRUPT a value at a name of ' .. what .. ' ratelimit did not write, deleted' })
+  end
+  return r
+end
+
 -- A damaged bucket is never read as a full one. It is replaced by an empty bucket stamped now
 -- (which refills as the policy allows, so the service resumes by itself), and the call fails:
 -- "unavailable", a denial.

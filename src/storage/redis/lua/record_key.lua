@@ -3,8 +3,11 @@
 -- fingerprint it replaced or '', s ms first recorded); ARGV: expected fingerprint ('' = none
 -- recorded), then f, p, h, v, s ('now': the server's TIME, so that no host's clock decides
 -- which key is older). A hash whose f is not a fingerprint (not written by ratelimit) counts as
--- none recorded.
-local f = redis.call('HGET', KEYS[1], 'f') or ''
+-- none recorded, and so does a value of another type (replaced).
+local f = redis.pcall('HGET', KEYS[1], 'f')
+if type(f) ~= 'string' then
+  f = ''
+end
 if #f ~= 32 or f:find('[^0-9a-fA-F]') then
   f = ''
 end

@@ -28,7 +28,7 @@ end
 -- Reads the record at `qk`, judges it (the lease looked up in `lk`), and counts a replay down
 -- (the last one forgets the record).
 local function judged_request(qk, lk, bucket, terms, now)
-  local r = redis.call('HMGET', qk, 'b', 'l', 't', 'n', 'e')
+  local r = first_on('a request record', qk, 'HMGET', qk, 'b', 'l', 't', 'n', 'e')
   local lease_until = nil
   if r[3] and r[2] and r[2] ~= '' then
     local e = redis.call('ZSCORE', lk, r[2])

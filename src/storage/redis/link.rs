@@ -1,0 +1,469 @@
+//! One connection to one Redis server, every step of which ends by the call's deadline: name
+//! resolution (see `resolve`), connect, the TLS handshake, AUTH and SELECT, every write and
+//! every read. The redis crate's connection gives each read the whole timeout again, so a
+//! reply trickling in a byte at a time held a call for 1.8 s of a 50 ms budget; here each read
+//! waits at most what is left. The crate still builds the commands, runs the scripts and
+//! parses the replies (its `ConnectionLike` and `Parser`).
+
+use super::resolve;
+use redis::{ConnectionLike, RedisError, RedisResult, Value};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How far a socket's timeout may be from what is left before it is set again (a system call):
+/// a call starting on a kept connection finds it within this of its whole budget.
+const SLACK: Duration = Duration::from_millis(1);
+
+fn left(deadline: Instant) -> io::Result<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "the call's time budget ran out"))
+}
+
+fn fits(set: Option<Duration>, left: Duration) -> bool {
+    set.is_some_and(|s| s <= left + SLACK && s + SLACK >= left)
+}
+
+/// A socket kind with kernel timeouts.
+trait Sock: Read + Write + AsRawFd {
+    fn read_timeout(&self, d: Duration) -> io::Result<()>;
+    fn write_timeout(&self, d: Duration) -> io::Result<()>;
+}
+
+impl Sock for TcpStream {
+    fn read_timeout(&self, d: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(d))
+    }
+    fn write_timeout(&self, d: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(d))
+    }
+}
+
+impl Sock for UnixStream {
+    fn read_timeout(&self, d: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(d))
+    }
+    fn write_timeout(&self, d: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(d))
+    }
+}
+
+/// What a socket's own timeout may overshoot by: the kernel counts it in ticks (4 ms at
+/// HZ=250), rounded up.
+const TICK: Duration = Duration::from_millis(5);
+
+/// Waits until `fd` can be read (or has an error or end of stream), at most `wait`; false when
+/// the wait ran out. `ppoll` keeps the wait to the nanosecond, where a socket's receive
+/// timeout is counted in the kernel's ticks (4 ms here: a 25 ms budget became 30.7 ms).
+fn readable(fd: RawFd, wait: Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: wait.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(wait.subsec_nanos() as i32),
+    };
+    // SAFETY: `p` and `ts` are valid for the whole call and `p` is one element, as nfds says;
+    // a null signal mask leaves the mask unchanged.
+    let n = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+    match n {
+        -1 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        _ => Ok(true),
+    }
+}
+
+/// A socket whose reads and writes each wait at most until the deadline. A read blocks with
+/// the socket's receive timeout set to what is left less a [`TICK`] (set again only when that
+/// moved by more than [`SLACK`]: no system call more than a plain read on the usual path),
+/// then waits out the rest in `ppoll`, precise to the microsecond. A write waits with the
+/// socket's send timeout (a request is a few hundred bytes: a write waits only when the server
+/// stopped reading).
+struct Timed<S> {
+    sock: S,
+    deadline: Instant,
+    read_set: Option<Duration>,
+    write_set: Option<Duration>,
+}
+
+impl<S: Sock> Timed<S> {
+    fn new(sock: S, deadline: Instant) -> Self {
+        Self {
+            sock,
+            deadline,
+            read_set: None,
+            write_set: None,
+        }
+    }
+}
+
+impl<S: Sock> Read for Timed<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let coarse = left(self.deadline)?.saturating_sub(TICK);
+        if coarse >= SLACK {
+            if !fits(self.read_set, coarse) {
+                self.sock.read_timeout(coarse)?;
+                self.read_set = Some(coarse);
+            }
+            match self.sock.read(buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                done => return done,
+            }
+        }
+        while !readable(self.sock.as_raw_fd(), left(self.deadline)?)? {}
+        self.sock.read(buf)
+    }
+}
+
+impl<S: Sock> Write for Timed<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = left(self.deadline)?;
+        if !fits(self.write_set, left) {
+            self.sock.write_timeout(left)?;
+            self.write_set = Some(left);
+        }
+        self.sock.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+type Tls = rustls::StreamOwned<rustls::ClientConnection, Timed<TcpStream>>;
+
+enum Stream {
+    Tcp(Timed<TcpStream>),
+    Tls(Box<Tls>),
+    Unix(Timed<UnixStream>),
+}
+
+impl Stream {
+    fn set_deadline(&mut self, deadline: Instant) {
+        match self {
+            Stream::Tcp(s) => s.deadline = deadline,
+            Stream::Tls(s) => s.sock.deadline = deadline,
+            Stream::Unix(s) => s.deadline = deadline,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+            Stream::Unix(s) => s.flush(),
+        }
+    }
+}
+
+/// What a connection is for: a data node (SELECT its database) or a Sentinel (which has none).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    Data,
+    Sentinel,
+}
+
+/// An open connection to one server.
+pub struct Link {
+    stream: Stream,
+    parser: redis::Parser,
+    db: i64,
+}
+
+impl Link {
+    /// Connects to the server of `info` and logs in (AUTH, and SELECT for a data node), all by
+    /// `deadline`.
+    pub fn open(info: &redis::ConnectionInfo, role: Role, deadline: Instant) -> RedisResult<Link> {
+        let stream = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => {
+                Stream::Tcp(Timed::new(tcp(host, *port, deadline)?, deadline))
+            }
+            redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                ..
+            } => {
+                if *insecure {
+                    return Err(RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "a TLS connection that does not check the certificate is not supported",
+                    )));
+                }
+                let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| {
+                    RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "not a valid TLS server name",
+                    ))
+                })?;
+                let conn = rustls::ClientConnection::new(tls_config()?, name)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let sock = Timed::new(tcp(host, *port, deadline)?, deadline);
+                let mut s = rustls::StreamOwned::new(conn, sock);
+                while s.conn.is_handshaking() {
+                    s.conn.complete_io(&mut s.sock)?;
+                }
+                Stream::Tls(Box::new(s))
+            }
+            redis::ConnectionAddr::Unix(path) => {
+                Stream::Unix(Timed::new(UnixStream::connect(path)?, deadline))
+            }
+            _ => {
+                return Err(RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "an address of a kind not supported",
+                )))
+            }
+        };
+        let mut link = Link {
+            stream,
+            parser: redis::Parser::new(),
+            db: 0,
+        };
+        link.log_in(info.redis_settings(), role)?;
+        Ok(link)
+    }
+
+    /// Sets the deadline of the next call's reads and writes.
+    pub fn arm(&mut self, deadline: Instant) {
+        self.stream.set_deadline(deadline);
+    }
+
+    /// AUTH (when there is a password) and SELECT (a data node's database other than 0), sent
+    /// together, read by the same deadline.
+    fn log_in(&mut self, r: &redis::RedisConnectionInfo, role: Role) -> RedisResult<()> {
+        let mut packed = Vec::new();
+        let mut steps = Vec::new();
+        if let Some(password) = r.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = r.username() {
+                auth.arg(user);
+            }
+            auth.arg(password);
+            packed.extend(auth.get_packed_command());
+            steps.push("AUTH");
+        }
+        if role == Role::Data && r.db() != 0 {
+            packed.extend(redis::cmd("SELECT").arg(r.db()).get_packed_command());
+            steps.push("SELECT");
+        }
+        if steps.is_empty() {
+            return Ok(());
+        }
+        self.send(&packed)?;
+        let mut refused = None;
+        for step in steps {
+            if let Value::ServerError(e) = self.read()? {
+                let detail = e.details().unwrap_or_default().to_string();
+                refused.get_or_insert(match step {
+                    "AUTH" => RedisError::from((
+                        redis::ErrorKind::AuthenticationFailed,
+                        "the server refused the password",
+                        format!("{} {detail}", e.code()),
+                    )),
+                    _ => RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "the server refused to switch database",
+                        format!("{} {detail}", e.code()),
+                    )),
+                });
+            }
+        }
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        self.db = r.db();
+        Ok(())
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
+        self.stream.write_all(bytes)?;
+        self.stream.flush()?;
+        Ok(())
+    }
+
+    fn read(&mut self) -> RedisResult<Value> {
+        loop {
+            match self.parser.parse_value(&mut self.stream)? {
+                // Not a reply (RESP3 pushes are never asked for; skipped if any comes).
+                Value::Push { .. } => continue,
+                v => return Ok(v),
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.send(cmd)?;
+        self.read()
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.send(cmd)?;
+        let mut out = Vec::with_capacity(count);
+        for i in 0..offset + count {
+            let v = self.read()?;
+            if i >= offset {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.db
+    }
+
+    fn check_connection(&mut self) -> bool {
+        redis::cmd("PING").query::<String>(self).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        true
+    }
+}
+
+/// A TCP connection to the first address of `host` that accepts one by `deadline`. When none
+/// does, the name is looked up again in the background (the server may have moved).
+fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<TcpStream> {
+    let addrs = resolve::resolve(host, port, deadline)?;
+    let mut last = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, left(deadline)?) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    resolve::stale(host, port);
+    Err(last
+        .unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host name has no address")))
+}
+
+/// Makes the TLS settings ahead of the first call (see [`Conn::new`](super::conn::Conn::new)):
+/// reading the roots took 11 ms here, work of this process that is no wait for Redis and must
+/// not spend a call's budget (a first call under load was "unavailable" for it).
+pub fn prepare_tls() {
+    let _ = tls_config();
+}
+
+/// The TLS settings, made once per process: roots from the system, or from `SSL_CERT_FILE` /
+/// `SSL_CERT_DIR`.
+fn tls_config() -> RedisResult<Arc<rustls::ClientConfig>> {
+    static C: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    let made = C.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in found.certs {
+            let _ = roots.add(cert);
+        }
+        if roots.is_empty() {
+            return Err(found
+                .errors
+                .first()
+                .map_or("no certificate authority found".into(), |e| e.to_string()));
+        }
+        Ok(Arc::new(
+            rustls::ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        ))
+    });
+    made.clone().map_err(|why| {
+        RedisError::from((redis::ErrorKind::InvalidClientConfig, "no TLS roots", why))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+
+    /// A fault injector, not a Redis: accepts one connection, reads one command line, then
+    /// sends a reply of 200 bytes (a bulk string) one byte every `gap`.
+    fn trickling_peer(gap: Duration) -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = io::BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let mut s = s;
+            let mut reply = b"$200\r\n".to_vec();
+            reply.extend([b'x'; 200]);
+            reply.extend(b"\r\n");
+            for b in reply {
+                if s.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(gap);
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn a_reply_trickling_in_holds_a_call_no_longer_than_its_budget() {
+        let port = trickling_peer(Duration::from_millis(10));
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}/0"))
+                .unwrap();
+        let t0 = Instant::now();
+        let deadline = t0 + Duration::from_millis(50);
+        let mut link = Link::open(&info, Role::Data, deadline).unwrap();
+        let e = redis::cmd("PING").query::<String>(&mut link).unwrap_err();
+        let took = t0.elapsed();
+        assert!(e.is_timeout(), "{e}");
+        // 50 to 51 ms on an idle machine; the reply takes 2 s. The margin is for a machine
+        // so loaded that the test's thread waits to be scheduled.
+        assert!(
+            took >= Duration::from_millis(50) && took < Duration::from_millis(150),
+            "{took:?}"
+        );
+    }
+}
