@@ -185,8 +185,17 @@ namespace {
      * `$subject` in `$scope`, in one write transaction shared by all processes of the host.
      * A denial takes nothing.
      *
-     * A bucket holds `$limit` tokens and refills `$limit` tokens every `$per` seconds,
-     * continuously.
+     * How the tokens come back is `$policy` (Symfony's names):
+     * - "token_bucket" (the default): a bucket holds `$limit` tokens and refills `$limit`
+     *   tokens every `$per` seconds, continuously;
+     * - "fixed_window": at most `$limit` tokens in a window of `$per` seconds that starts at
+     *   its first admission (`resetAfter` and `retryAfter`: until the window ends), then the
+     *   next admission starts the next window; Laravel's RateLimiter counts this way;
+     * - "sliding_window": the tokens of the current window plus those of the previous one
+     *   weighted by the part of it still inside the last `$per` seconds (rounded down to whole
+     *   tokens), as Symfony's sliding window.
+     * Another `$policy` on an existing bucket (same subject and scope) restates it under the
+     * new one with exactly what it had available: nothing is given, nothing used is forgotten.
      *
      * @param string   $subject  what is limited (an IP address, a user id, ...); 1 .. 1024 bytes.
      *                           An IP address is normalised (see ratelimit.ipv6_prefix).
@@ -202,7 +211,8 @@ namespace {
      *                           clear (a pseudonym of scope, subject and id). An admission with
      *                           it is remembered for ratelimit.request_ttl seconds (with a
      *                           lease, at least ratelimit.lease_ttl) with its terms: this
-     *                           function, `$limit`, `$per`, `$cost`, `$inflight` and `$scope`.
+     *                           function, `$limit`, `$per`, `$cost`, `$inflight`, `$scope` and
+     *                           `$policy`.
      *                           A later call with the same subject, scope, id and terms is:
      *                           - while the first admission's lease lives: denied, reason
      *                             "in_progress", `$retryAfter` until that lease ends, nothing
@@ -217,15 +227,17 @@ namespace {
      *                           any call, never free and never an error: the id comes from the
      *                           client, who may reuse it with other parameters. A denial is not
      *                           remembered.
+     * @param string   $policy   "token_bucket", "fixed_window" or "sliding_window" (see above)
      *
      * @return \RateLimit\Decision reason "ok", "rate", "inflight", "in_progress" or "unavailable"
      *
      * @throws \ValueError            an argument out of its bounds (e.g. "ratelimit_acquire(): Argument #2
-     *                                ($limit) must be greater than 0")
+     *                                ($limit) must be greater than 0"; "Argument #8 ($policy) must be
+     *                                "token_bucket", "fixed_window", or "sliding_window"")
      * @throws \TypeError             an argument of the wrong type
      * @throws \RateLimit\Exception   key file missing, short, weak or not ours; database not creatable or not ours
      */
-    function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1, ?string $request_id = null): \RateLimit\Decision {}
+    function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1, ?string $request_id = null, string $policy = "token_bucket"): \RateLimit\Decision {}
 
     /**
      * Compound limits, all or nothing: takes `$cost` tokens from every bucket of `$subject`
@@ -244,15 +256,16 @@ namespace {
      *
      * @param string   $subject  what is limited, as for ratelimit_acquire()
      * @param array    $limits   1 .. 8 limits, a list of `['limit' => int, 'per' => int|float,
-     *                           'scope' => string]` (exactly these keys, values not coerced;
-     *                           bounds as ratelimit_acquire()'s `$limit`, `$per` and `$scope`),
+     *                           'scope' => string]` and optionally `'policy' => string` (only
+     *                           these keys, values not coerced; bounds as ratelimit_acquire()'s
+     *                           `$limit`, `$per`, `$scope` and `$policy`, each limit its own),
      *                           each scope once; a limit's bucket is the one ratelimit_acquire()
      *                           and ratelimit_peek() use for that subject and scope
      * @param int      $cost     tokens taken from every bucket, 1 .. the smallest `limit`
      * @param int|null $inflight most live leases, >= 0, of the FIRST limit's bucket (the
      *                           only one that holds a lease); null: ratelimit.inflight (0)
      * @param string|null $request_id as for ratelimit_acquire(), remembered in the FIRST limit's
-     *                           bucket; the terms are every limit (scope, limit, per), `$cost`
+     *                           bucket; the terms are every limit (scope, limit, per, policy), `$cost`
      *                           and `$inflight`. A replay reports the limit with the fewest
      *                           tokens left, an "in_progress" denial the first limit; both take
      *                           nothing, and their headers show every limit as it stands
@@ -307,18 +320,21 @@ namespace {
 
     /**
      * Answers what a ratelimit_acquire() of cost 1 (without in-flight slot) would get from the
-     * tokens now, and writes nothing (no row, no counter). reason is "ok" or "rate".
+     * tokens now, and writes nothing (no row, no counter). reason is "ok" or "rate". A bucket
+     * of another policy is answered as that call would restate it.
      *
      * @param string     $subject 1 .. 1024 bytes
      * @param int|null   $limit   1 .. 10^12; null: ratelimit.limit
      * @param float|null $per     0.001 .. 10^9 seconds; null: ratelimit.per
      * @param string     $scope   1 .. 64 characters of [A-Za-z0-9_.:-]
+     * @param string     $policy  "token_bucket", "fixed_window" or "sliding_window", as for
+     *                            ratelimit_acquire()
      *
      * @throws \ValueError          an argument out of its bounds
      * @throws \TypeError           an argument of the wrong type
      * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
      */
-    function ratelimit_peek(string $subject, ?int $limit = null, ?float $per = null, string $scope = "default"): \RateLimit\Decision {}
+    function ratelimit_peek(string $subject, ?int $limit = null, ?float $per = null, string $scope = "default", string $policy = "token_bucket"): \RateLimit\Decision {}
 
     /**
      * Forgets the bucket and the leases of `$subject` in `$scope`.

@@ -1,7 +1,8 @@
 //! The documentation against the code, so that neither drifts from the other:
 //! - the php.ini reference in docs/configuration.md and the directive table of
 //!   stubs/ratelimit.stub.php are rendered from the one table of directives (src/core/config.rs),
-//!   and the operations log's lines in docs/operations.md from src/opslog.rs's list: each page
+//!   the operations log's lines in docs/operations.md from src/opslog.rs's list, and the table of
+//!   policies in docs/usage.md from core::bucket::Kind: each page
 //!   holds them between `BEGIN GENERATED <name>` and `END GENERATED <name>` lines, and a test fails
 //!   when what is there differs. `RATELIMIT_WRITE_DOCS=1 cargo test --no-default-features --test
 //!   docs` writes them instead;
@@ -92,6 +93,15 @@ fn the_operations_log_reference_is_the_list_of_events() {
         "docs/operations.md",
         "opslog",
         &ratelimit::opslog::reference_markdown(),
+    );
+}
+
+#[test]
+fn the_usage_page_lists_the_policies() {
+    generated(
+        "docs/usage.md",
+        "policies",
+        &ratelimit::core::bucket::Kind::reference_markdown(),
     );
 }
 

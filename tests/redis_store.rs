@@ -179,6 +179,79 @@ proptest! {
         prop_assert_eq!(eval_request_judge(&args), want);
     }
 
+    /// bucket.lua's policies are the core's at any scale (limit up to 10^12, per up to 10^12
+    /// ms, any state, the clock before, inside and past the windows, a state of another policy
+    /// converted): the refilled state, what is available, and every wait.
+    #[test]
+    fn lua_policies_are_the_cores_at_any_scale(
+        cases in proptest::collection::vec((
+            (0u8..3, 0u8..3, 1u64..=1_000_000_000_000, 1u64..=1_000_000_000_000),
+            (0.0f64..=1.0, 0.0f64..=1.0, -1.0f64..3.0, 0.0f64..=1.0),
+        ), 24)
+    ) {
+        use ratelimit::core::bucket::{Bucket, Kind, Policy};
+        let t0 = 1_700_000_000_000i64;
+        let mut args = Vec::new();
+        let mut want = Vec::new();
+        for ((kind, stored_kind, limit, per), (ft, fp, fnow, fcost)) in cases {
+            // Small limits and periods as often as large ones.
+            let limit = if limit % 2 == 0 { limit % 20 + 1 } else { limit };
+            let per = if per % 2 == 0 { per % 5_000 + 1 } else { per };
+            let kind = Kind::from_code(i64::from(kind)).unwrap();
+            let stored_kind = Kind::from_code(i64::from(stored_kind)).unwrap();
+            let p = Policy::new(limit, per).unwrap().with_kind(kind);
+            let cap = p.capacity();
+            // Whole fractions of the capacity as often as any value: they make the products
+            // of the windows' waits divide exactly (the edge of Policy::latest_d).
+            let share = |f: f64| match (f * 8.0) as u64 {
+                0 => cap / 2,
+                1 => cap / 4,
+                _ => (cap as f64 * f) as u64,
+            };
+            let b = Bucket {
+                tokens: share(ft),
+                stamp: t0,
+                prev: if stored_kind == Kind::SlidingWindow { share(fp) } else { 0 },
+                kind: stored_kind,
+            };
+            let now = t0 + (per as f64 * fnow) as i64;
+            let milli = ((limit as f64 * fcost) as u64).clamp(1, limit) * 1_000;
+            let r = b.refill(&p, now).bucket;
+            want.extend([
+                r.available(&p, now) as i64,
+                r.wait_for(&p, milli, now) as i64,
+                r.wait_until_full(&p, now) as i64,
+                r.wait_for_next_token(&p, now) as i64,
+                r.full_at(&p),
+                r.tokens as i64,
+                r.stamp,
+                r.prev as i64,
+            ]);
+            args.extend([
+                limit.to_string(), per.to_string(), kind.code().to_string(),
+                b.tokens.to_string(), b.stamp.to_string(), b.prev.to_string(),
+                stored_kind.code().to_string(), now.to_string(), milli.to_string(),
+            ]);
+        }
+        let got = eval_bucket_lua(
+            "local out = {} \
+             for i = 1, #ARGV, 9 do \
+               local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])) \
+               local b = bucket(tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), \
+                 tonumber(ARGV[i + 6])) \
+               local now, milli = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]) \
+               local r = refill(p, b, now) \
+               for _, x in ipairs({ available(p, r, now), wait_for(p, r, milli, now), \
+                 wait_for(p, r, p.cap, now), wait_for_next_token(p, r, now), full_at(p, r), \
+                 r.tokens, r.stamp, r.prev }) do out[#out + 1] = int(x) end \
+             end return out",
+            &args,
+        );
+        for (i, (g, w)) in got.chunks(8).zip(want.chunks(8)).enumerate() {
+            prop_assert_eq!(g, w, "case {}: {:?}", i, &args[i * 9..i * 9 + 9]);
+        }
+    }
+
     /// The Lua muldiv is exact wherever the bucket arithmetic calls it: a <= c < 2^50, b < 2^50.
     #[test]
     fn lua_muldiv_is_exact_at_every_bound(

@@ -26,6 +26,7 @@
 # Processes
 #   rl_now_ms / rl_alive PID         milliseconds since the epoch / running (a zombie is not)
 #   rl_wait_for SECONDS COMMAND...   poll every 50 ms until COMMAND succeeds; 1 on time out
+#   rl_sleep_until NS                sleep until NS nanoseconds since the epoch (at once if past)
 #   rl_gone PID...                   none of the PIDs is running
 #   rl_stop_pids SECONDS PID...      wait that long for the PIDs to end, SIGKILL what is left,
 #                                    wait until it is gone; 1 if one stays
@@ -180,6 +181,12 @@ rl_wait_for() {
     (($(rl_now_ms) < deadline)) || return 1
     sleep 0.05
   done
+}
+
+rl_sleep_until() {
+  local d=$(($1 - $(date +%s%N)))
+  ((d > 0)) && sleep "$(awk -v d="$d" 'BEGIN { printf "%.3f", d / 1e9 }')"
+  return 0
 }
 
 rl_gone() { local p; for p in "$@"; do ! rl_alive "$p" || return 1; done; }

@@ -1,12 +1,37 @@
-//! Token buckets in integer milli-tokens.
+//! Rate policies in integer milli-tokens: the token bucket, the fixed window and the sliding
+//! window. Pure: time is passed in, every product is formed in 128 bits.
 //!
-//! A bucket holds `limit` tokens and earns `limit` tokens every `per` milliseconds,
-//! continuously. The state is two integers: the milli-tokens held and `stamp`, the instant up
-//! to which earnings have been credited. Refilling credits the whole milli-tokens earned since
-//! `stamp` and moves `stamp` forward only by the time those milli-tokens took to earn (rounded
-//! up), so a bucket polled faster than it earns keeps its fraction instead of losing it, and
-//! the rounding can only ever withhold, never mint. A clock that reads earlier than `stamp`
-//! earns nothing and leaves `stamp` where it is.
+//! **Token bucket.** A bucket holds `limit` tokens and earns `limit` tokens every `per`
+//! milliseconds, continuously. The state is two integers: the milli-tokens held and `stamp`,
+//! the instant up to which earnings have been credited. Refilling credits the whole
+//! milli-tokens earned since `stamp` and moves `stamp` forward only by the time those
+//! milli-tokens took to earn (rounded up), so a bucket polled faster than it earns keeps its
+//! fraction instead of losing it, and the rounding can only ever withhold, never mint.
+//!
+//! **Fixed window** (Symfony's `fixed_window`, Laravel's `RateLimiter`): at most `limit` tokens
+//! in a window of `per` ms that starts at the first admission (not on a grid) and ends `per`
+//! later; then the next admission starts the next one. State: the milli-tokens used in the
+//! window and its start. Laravel's attempts are the tokens used, its `availableIn` the time to
+//! the window's end: one state serves both.
+//!
+//! **Sliding window** (Symfony's `sliding_window`): the tokens used in the current window plus
+//! those of the previous window weighted by the part of it still inside the sliding period,
+//! that weighted part rounded down to whole tokens, as Symfony's `SlidingWindow::getHitCount`
+//! does (`floor(previous * (1 - elapsed / per) + current)`, with whole tokens: the floor falls
+//! on the previous window's share). The windows follow each other from the first admission
+//! (`start`, `start + per`, …); after a whole window without admissions the next admission
+//! starts afresh. State: the milli-tokens used in the current window, in the previous one,
+//! and the current window's start.
+//!
+//! Windows are half-open, `[start, start + per)`: at `start + per` exactly the next window
+//! has begun (Symfony compares seconds as floats with `>`, so the two differ only for a call
+//! in the very millisecond a window ends). A window with nothing used holds no information:
+//! it is a fresh one, and the next admission starts it.
+//!
+//! For every policy a clock that reads earlier than `stamp` earns nothing, rolls no window and
+//! leaves `stamp` where it is; and the tokens available never grow but with time, so a denial
+//! stays a denial until its `retry_after` (the store's snapshot denials and the deny cache
+//! rely on it).
 
 /// Milli-tokens per token.
 pub const MILLI: u64 = 1000;
@@ -26,22 +51,107 @@ pub enum PolicyError {
     PerTooLarge,
 }
 
-/// `limit` tokens per `per_ms` milliseconds.
+/// How a limit counts: the `policy` argument of the PHP functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Kind {
+    #[default]
+    TokenBucket,
+    FixedWindow,
+    SlidingWindow,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingWindow];
+
+    /// The name PHP callers use (Symfony's policy names).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::TokenBucket => "token_bucket",
+            Kind::FixedWindow => "fixed_window",
+            Kind::SlidingWindow => "sliding_window",
+        }
+    }
+
+    /// What the policy does, for docs/usage.md's table (rendered by tests/docs.rs).
+    pub fn doc(self) -> &'static str {
+        match self {
+            Kind::TokenBucket => {
+                "The default. A bucket of `$limit` tokens refilled continuously, `$limit` every \
+                 `$per` seconds: bursts up to `$limit`, then a steady rate. `resetAfter`: until \
+                 full; the `RateLimit` header's `t`: until the next whole token."
+            }
+            Kind::FixedWindow => {
+                "At most `$limit` in a window of `$per` seconds that starts at its first \
+                 admission (not on the clock's grid); the next admission after its end starts \
+                 the next one. `retryAfter`, `resetAfter` and `t`: until the window's end. \
+                 Symfony's `fixed_window`; Laravel's `RateLimiter` counts this way."
+            }
+            Kind::SlidingWindow => {
+                "The current window's tokens plus the previous window's, weighted by the part \
+                 of it still inside the last `$per` seconds and rounded down to whole tokens \
+                 (Symfony's `sliding_window`): a burst at a window's end still weighs on the \
+                 next one. `retryAfter`: exactly when the weighted count lets the call in."
+            }
+        }
+    }
+
+    /// The table of policies in docs/usage.md.
+    pub fn reference_markdown() -> String {
+        let mut out = String::from("| `policy` | how it counts |\n| --- | --- |\n");
+        for k in Self::ALL {
+            out.push_str(&format!("| `{}` | {} |\n", k.as_str(), k.doc()));
+        }
+        out
+    }
+
+    pub fn from_name(name: &[u8]) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str().as_bytes() == name)
+    }
+
+    /// The number stored with a bucket (SQLite's `policy` column, the Redis value's 8th field).
+    pub fn code(self) -> u8 {
+        match self {
+            Kind::TokenBucket => 0,
+            Kind::FixedWindow => 1,
+            Kind::SlidingWindow => 2,
+        }
+    }
+
+    /// A stored code; an unknown one (a damaged or newer file) is None.
+    pub fn from_code(code: i64) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| i64::from(k.code()) == code)
+    }
+}
+
+/// `limit` tokens per `per_ms` milliseconds, counted as `kind` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     limit: u64,
     per_ms: u64,
+    kind: Kind,
 }
 
 impl Policy {
+    /// A token bucket.
     pub fn new(limit: u64, per_ms: u64) -> Result<Self, PolicyError> {
         match (limit, per_ms) {
             (0, _) => Err(PolicyError::LimitTooSmall),
             (l, _) if l > MAX_LIMIT => Err(PolicyError::LimitTooLarge),
             (_, p) if p < MIN_PER_MS => Err(PolicyError::PerTooSmall),
             (_, p) if p > MAX_PER_MS => Err(PolicyError::PerTooLarge),
-            _ => Ok(Self { limit, per_ms }),
+            _ => Ok(Self {
+                limit,
+                per_ms,
+                kind: Kind::TokenBucket,
+            }),
         }
+    }
+
+    /// The same limit and period, counted another way.
+    pub fn with_kind(self, kind: Kind) -> Self {
+        Self { kind, ..self }
     }
 
     /// Seconds (as given to PHP) to whole milliseconds, rounded to nearest.
@@ -61,6 +171,10 @@ impl Policy {
         self.per_ms
     }
 
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
     /// Capacity in milli-tokens.
     pub fn capacity(&self) -> u64 {
         self.limit * MILLI
@@ -77,15 +191,42 @@ impl Policy {
         let cap = self.capacity() as u128;
         (milli as u128 * self.per_ms as u128).div_ceil(cap) as u64
     }
+
+    /// The sliding window's weighted share of the previous window's `prev` milli-tokens, `d`
+    /// ms before the current window ends (`0..=per`): whole tokens, rounded down (Symfony's
+    /// floor), in milli-tokens.
+    fn weighted(&self, prev: u64, d: u64) -> u64 {
+        let d = d.min(self.per_ms) as u128;
+        let tokens = prev as u128 * d / (self.per_ms as u128 * MILLI as u128);
+        (tokens * MILLI as u128).min(u64::MAX as u128) as u64
+    }
+
+    /// The largest `d` in `0..=per` with `weighted(prev, d) <= room` (milli-tokens).
+    fn latest_d(&self, prev: u64, room: u64) -> u64 {
+        if prev == 0 {
+            return self.per_ms;
+        }
+        // weighted <= room  <=>  floor(prev * d / (per * MILLI)) < k  <=>  prev * d < k * per * MILLI
+        let k = (room / MILLI) as u128 + 1;
+        let d = (k * self.per_ms as u128 * MILLI as u128 - 1) / prev as u128;
+        d.min(self.per_ms as u128) as u64
+    }
 }
 
-/// The stored state of one bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The stored state of one limit (a "bucket" whatever its policy, as the stores call it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Bucket {
-    /// Milli-tokens held, `0..=capacity`.
+    /// Token bucket: milli-tokens held, `0..=capacity`. Windows: milli-tokens used in the
+    /// current window.
     pub tokens: u64,
-    /// Wall-clock milliseconds up to which earnings are credited.
+    /// Token bucket: wall-clock ms up to which earnings are credited. Windows: the current
+    /// window's start.
     pub stamp: i64,
+    /// Sliding window: milli-tokens used in the previous window (0 for the others).
+    pub prev: u64,
+    /// The policy the state was written under. A call with another one converts it first
+    /// (see [`Bucket::refill`]).
+    pub kind: Kind,
 }
 
 /// A bucket after refilling, and whether the clock was seen running backwards.
@@ -95,85 +236,245 @@ pub struct Refilled {
     pub clock_regressed: bool,
 }
 
+/// `a + b` on the time line, saturating (a stamp read from a damaged file may be anything).
+fn after(a: i64, b: u64) -> i64 {
+    (a as i128 + b as i128).min(i64::MAX as i128) as i64
+}
+
 impl Bucket {
-    /// A bucket seen for the first time starts full.
-    pub fn full(policy: &Policy, now: i64) -> Self {
+    /// A token bucket's state.
+    pub fn tokens_at(tokens: u64, stamp: i64) -> Self {
         Self {
-            tokens: policy.capacity(),
-            stamp: now,
+            tokens,
+            stamp,
+            ..Self::default()
         }
     }
 
-    /// Credits what was earned up to `now`.
-    pub fn refill(self, policy: &Policy, now: i64) -> Refilled {
-        let cap = policy.capacity();
-        // A policy may have shrunk since the bucket was written: never hold more than it allows.
-        let tokens = self.tokens.min(cap);
-        if now < self.stamp {
-            let bucket = Self {
-                tokens,
-                stamp: self.stamp,
-            };
-            return Refilled {
-                bucket,
-                clock_regressed: true,
-            };
+    /// A limit seen for the first time: a full bucket, or a fresh window.
+    pub fn full(policy: &Policy, now: i64) -> Self {
+        let tokens = match policy.kind {
+            Kind::TokenBucket => policy.capacity(),
+            Kind::FixedWindow | Kind::SlidingWindow => 0,
+        };
+        Self {
+            tokens,
+            stamp: now,
+            prev: 0,
+            kind: policy.kind,
         }
-        // `abs_diff`: a stamp read from a damaged file may be anything; no subtraction overflows.
-        let elapsed = now.abs_diff(self.stamp);
-        let earned = policy.earned(elapsed);
-        let bucket = if tokens + earned >= cap {
-            // Full: nothing left to carry, the time base may restart at `now`.
-            Self {
-                tokens: cap,
-                stamp: now,
+    }
+
+    /// Brings the state up to `now`: credits a token bucket's earnings, rolls a window that
+    /// ended. A state written under another policy is first converted (see [`Self::convert`]).
+    pub fn refill(self, policy: &Policy, now: i64) -> Refilled {
+        if self.kind != policy.kind {
+            return self.convert(policy, now);
+        }
+        let clock_regressed = now < self.stamp;
+        let bucket = match policy.kind {
+            Kind::TokenBucket => self.refill_tokens(policy, now),
+            Kind::FixedWindow => {
+                let ended = now >= after(self.stamp, policy.per_ms);
+                if self.tokens == 0 || ended {
+                    Self::fresh(policy.kind, self.stamp.max(now))
+                } else {
+                    self
+                }
             }
-        } else {
-            // `time_to_earn(earned) <= elapsed` because `earned` was rounded down.
-            Self {
-                tokens: tokens + earned,
-                stamp: self.stamp + policy.time_to_earn(earned) as i64,
+            Kind::SlidingWindow => {
+                let end = after(self.stamp, policy.per_ms);
+                if (self.tokens == 0 && self.prev == 0) || now >= after(end, policy.per_ms) {
+                    Self::fresh(policy.kind, self.stamp.max(now))
+                } else if now < end {
+                    self
+                } else if self.tokens > 0 {
+                    // The next window, right after this one: this one's tokens weigh on it.
+                    Self {
+                        tokens: 0,
+                        stamp: end,
+                        prev: self.tokens,
+                        kind: policy.kind,
+                    }
+                } else {
+                    // Nothing in this window: nothing weighs on the next one either.
+                    Self::fresh(policy.kind, now)
+                }
             }
         };
         Refilled {
             bucket,
-            clock_regressed: false,
+            clock_regressed,
         }
     }
 
-    /// Milliseconds from `now` until the bucket holds at least `milli` milli-tokens
-    /// (0 when it already does). Exact for a bucket returned by [`Bucket::refill`].
+    fn fresh(kind: Kind, stamp: i64) -> Self {
+        Self {
+            tokens: 0,
+            stamp,
+            prev: 0,
+            kind,
+        }
+    }
+
+    fn refill_tokens(self, policy: &Policy, now: i64) -> Self {
+        let cap = policy.capacity();
+        // A policy may have shrunk since the bucket was written: never hold more than it allows.
+        let tokens = self.tokens.min(cap);
+        if now < self.stamp {
+            return Self::tokens_at(tokens, self.stamp);
+        }
+        // `abs_diff`: a stamp read from a damaged file may be anything; no subtraction overflows.
+        let elapsed = now.abs_diff(self.stamp);
+        let earned = policy.earned(elapsed);
+        if tokens + earned >= cap {
+            // Full: nothing left to carry, the time base may restart at `now`.
+            Self::tokens_at(cap, now)
+        } else {
+            // `time_to_earn(earned) <= elapsed` because `earned` was rounded down.
+            Self::tokens_at(
+                tokens + earned,
+                self.stamp + policy.time_to_earn(earned) as i64,
+            )
+        }
+    }
+
+    /// A state written under another policy (a call with another `policy` on the same scope
+    /// and subject), brought up to `now` as its own policy says, then restated under `policy`
+    /// with exactly the milli-tokens it has available: the change mints nothing and forgets
+    /// nothing that was used; the new policy's time starts at `now` (never before the old
+    /// stamp).
+    fn convert(self, policy: &Policy, now: i64) -> Refilled {
+        let old = policy.with_kind(self.kind);
+        let Refilled {
+            bucket: b,
+            clock_regressed,
+        } = self.refill(&old, now);
+        let available = b.available(&old, now);
+        let stamp = b.stamp.max(now);
+        let bucket = match policy.kind {
+            Kind::TokenBucket => Self::tokens_at(available, stamp),
+            Kind::FixedWindow | Kind::SlidingWindow => Self {
+                tokens: policy.capacity() - available,
+                stamp,
+                prev: 0,
+                kind: policy.kind,
+            },
+        };
+        Refilled {
+            bucket,
+            clock_regressed,
+        }
+    }
+
+    /// Milli-tokens used at `now` as the sliding window counts them (the current window's and
+    /// the weighted share of the previous one's).
+    fn sliding_used(&self, policy: &Policy, now: i64) -> u64 {
+        let end = after(self.stamp, policy.per_ms);
+        // Before the window's start (a clock that went back) the previous window weighs whole.
+        let d = (end as i128 - now as i128).clamp(0, policy.per_ms as i128) as u64;
+        self.tokens.saturating_add(policy.weighted(self.prev, d))
+    }
+
+    /// Milli-tokens a call could take at `now` (for a state returned by [`Self::refill`]).
+    pub fn available(&self, policy: &Policy, now: i64) -> u64 {
+        let cap = policy.capacity();
+        match policy.kind {
+            Kind::TokenBucket => self.tokens.min(cap),
+            Kind::FixedWindow => cap.saturating_sub(self.tokens),
+            Kind::SlidingWindow => cap.saturating_sub(self.sliding_used(policy, now)),
+        }
+    }
+
+    /// Takes `milli` milli-tokens at `now` (the caller checked they are [`Self::available`]).
+    /// The first admission of a fresh window starts it.
+    pub fn take(&mut self, policy: &Policy, milli: u64, now: i64) {
+        match policy.kind {
+            Kind::TokenBucket => self.tokens -= milli,
+            Kind::FixedWindow | Kind::SlidingWindow => {
+                if self.tokens == 0 && self.prev == 0 {
+                    self.stamp = self.stamp.max(now);
+                }
+                self.tokens += milli;
+            }
+        }
+    }
+
+    /// The earliest instant from which `milli` (at most the capacity) milli-tokens are
+    /// available if nothing else is taken; any instant not after `now` means "now".
+    fn ready_at(&self, policy: &Policy, milli: u64) -> i64 {
+        let cap = policy.capacity();
+        let end = after(self.stamp, policy.per_ms);
+        match policy.kind {
+            Kind::TokenBucket => {
+                if self.tokens >= milli {
+                    return self.stamp;
+                }
+                after(self.stamp, policy.time_to_earn(milli - self.tokens))
+            }
+            Kind::FixedWindow => {
+                if self.tokens.saturating_add(milli) <= cap {
+                    self.stamp
+                } else {
+                    end
+                }
+            }
+            Kind::SlidingWindow => {
+                if self.tokens.saturating_add(milli) <= cap {
+                    // In this window, once the previous one's share has shrunk enough.
+                    let d = policy.latest_d(self.prev, cap - self.tokens - milli);
+                    (end as i128 - d as i128).max(self.stamp as i128) as i64
+                } else {
+                    // In the next one, whose previous window is this one.
+                    let room = cap.saturating_sub(milli);
+                    let d = policy.latest_d(self.tokens, room);
+                    (after(end, policy.per_ms) as i128 - d as i128).max(end as i128) as i64
+                }
+            }
+        }
+    }
+
+    /// Milliseconds from `now` until `milli` milli-tokens are available (0 when they are).
+    /// Exact for a state returned by [`Self::refill`].
     pub fn wait_for(&self, policy: &Policy, milli: u64, now: i64) -> u64 {
-        if self.tokens >= milli {
+        if self.available(policy, now) >= milli {
             return 0;
         }
-        let ready = self.stamp as i128 + policy.time_to_earn(milli - self.tokens) as i128;
-        (ready - now as i128).max(0) as u64
+        (self.ready_at(policy, milli) as i128 - now as i128).max(0) as u64
     }
 
-    /// Milliseconds until full again.
+    /// Milliseconds until full again (a window: until nothing used counts any more).
     pub fn wait_until_full(&self, policy: &Policy, now: i64) -> u64 {
         self.wait_for(policy, policy.capacity(), now)
     }
 
-    /// Milliseconds until one more whole token is held (0 when full).
+    /// Milliseconds until one more whole token is available (0 when full).
     pub fn wait_for_next_token(&self, policy: &Policy, now: i64) -> u64 {
-        if self.tokens >= policy.capacity() {
+        let available = self.available(policy, now);
+        if available >= policy.capacity() {
             return 0;
         }
-        self.wait_for(policy, (self.tokens / MILLI + 1) * MILLI, now)
+        self.wait_for(policy, (available / MILLI + 1) * MILLI, now)
     }
 
-    /// The wall-clock instant at which the bucket is full again: a bucket at or past it holds
-    /// no information and may be dropped.
+    /// The wall-clock instant at which the bucket is full again (a window: nothing used counts
+    /// any more): a bucket at or past it holds no information and may be dropped.
     pub fn full_at(&self, policy: &Policy) -> i64 {
-        let need = policy.capacity().saturating_sub(self.tokens);
-        self.stamp.saturating_add(policy.time_to_earn(need) as i64)
+        if self.kind != policy.kind {
+            return self.stamp;
+        }
+        match policy.kind {
+            Kind::TokenBucket => {
+                let need = policy.capacity().saturating_sub(self.tokens);
+                self.stamp.saturating_add(policy.time_to_earn(need) as i64)
+            }
+            Kind::FixedWindow | Kind::SlidingWindow => self.ready_at(policy, policy.capacity()),
+        }
     }
 
-    /// Whole tokens held.
-    pub fn whole_tokens(&self) -> u64 {
-        self.tokens / MILLI
+    /// Whole tokens available at `now`.
+    pub fn whole_tokens(&self, policy: &Policy, now: i64) -> u64 {
+        self.available(policy, now) / MILLI
     }
 }
 
@@ -221,10 +522,7 @@ mod tests {
     #[test]
     fn refill_is_continuous() {
         let p = policy(60, 60_000); // one token per second
-        let b = Bucket {
-            tokens: 0,
-            stamp: 0,
-        };
+        let b = Bucket::tokens_at(0, 0);
         assert_eq!(b.refill(&p, 500).bucket.tokens, 500);
         assert_eq!(b.refill(&p, 2_000).bucket.tokens, 2_000);
     }
@@ -232,28 +530,16 @@ mod tests {
     #[test]
     fn refill_never_exceeds_capacity() {
         let p = policy(5, 1_000);
-        let b = Bucket {
-            tokens: 4_000,
-            stamp: 0,
-        };
+        let b = Bucket::tokens_at(4_000, 0);
         let r = b.refill(&p, 1_000_000).bucket;
-        assert_eq!(
-            r,
-            Bucket {
-                tokens: 5_000,
-                stamp: 1_000_000
-            }
-        );
+        assert_eq!(r, Bucket::tokens_at(5_000, 1_000_000));
     }
 
     #[test]
     fn slow_buckets_polled_often_still_refill() {
         // 5 per day earns one milli-token every 17.28 s; poll every second for a day.
         let p = policy(5, 86_400_000);
-        let mut b = Bucket {
-            tokens: 0,
-            stamp: 0,
-        };
+        let mut b = Bucket::tokens_at(0, 0);
         for t in (1_000..=86_400_000).step_by(1_000) {
             b = b.refill(&p, t).bucket;
         }
@@ -263,10 +549,7 @@ mod tests {
     #[test]
     fn backwards_clock_mints_nothing_and_keeps_the_stamp() {
         let p = policy(10, 1_000);
-        let b = Bucket {
-            tokens: 1_000,
-            stamp: 50_000,
-        };
+        let b = Bucket::tokens_at(1_000, 50_000);
         let r = b.refill(&p, 40_000);
         assert!(r.clock_regressed);
         assert_eq!(r.bucket, b);
@@ -274,40 +557,24 @@ mod tests {
 
     #[test]
     fn a_shrunk_policy_clamps_the_tokens() {
-        let b = Bucket {
-            tokens: 9_000,
-            stamp: 0,
-        };
+        let b = Bucket::tokens_at(9_000, 0);
         assert_eq!(b.refill(&policy(3, 1_000), 0).bucket.tokens, 3_000);
     }
 
     #[test]
     fn extreme_policies_do_not_overflow() {
         let p = policy(MAX_LIMIT, MIN_PER_MS);
-        let b = Bucket {
-            tokens: 0,
-            stamp: 0,
-        };
+        let b = Bucket::tokens_at(0, 0);
         assert_eq!(b.refill(&p, i64::MAX).bucket.tokens, p.capacity());
         let p = policy(1, MAX_PER_MS);
         assert_eq!(b.wait_until_full(&p, 0), MAX_PER_MS);
-        assert_eq!(
-            Bucket {
-                tokens: 0,
-                stamp: i64::MAX
-            }
-            .full_at(&p),
-            i64::MAX
-        );
+        assert_eq!(Bucket::tokens_at(0, i64::MAX).full_at(&p), i64::MAX);
     }
 
     #[test]
     fn wait_for_is_exact() {
         let p = policy(3, 1_000); // 3 milli-tokens per ms
-        let b = Bucket {
-            tokens: 0,
-            stamp: 100,
-        };
+        let b = Bucket::tokens_at(0, 100);
         let w = b.wait_for(&p, 1_000, 100);
         assert_eq!(w, 334);
         assert_eq!(b.refill(&p, 100 + w as i64 - 1).bucket.tokens / 1000, 0);
@@ -317,12 +584,7 @@ mod tests {
     #[test]
     fn next_token_wait_counts_the_fraction_held() {
         let p = policy(1, 1_000); // one milli-token per ms
-        let b = Bucket {
-            tokens: 0,
-            stamp: 0,
-        }
-        .refill(&p, 400)
-        .bucket;
+        let b = Bucket::tokens_at(0, 0).refill(&p, 400).bucket;
         assert_eq!(b.wait_for_next_token(&p, 400), 600);
         assert_eq!(Bucket::full(&p, 0).wait_for_next_token(&p, 0), 0);
     }
@@ -366,7 +628,7 @@ mod tests {
             limit in 1u64..=MAX_LIMIT, per_ms in MIN_PER_MS..=MAX_PER_MS,
         ) {
             let p = policy(limit, per_ms);
-            let b = Bucket { tokens, stamp }.refill(&p, now).bucket;
+            let b = Bucket::tokens_at(tokens, stamp).refill(&p, now).bucket;
             prop_assert!(b.tokens <= p.capacity());
             let _ = (b.wait_until_full(&p, now), b.wait_for_next_token(&p, now), b.full_at(&p));
         }
@@ -375,7 +637,7 @@ mod tests {
         #[test]
         fn backwards_clock_never_mints(tokens in 0u64..5_000, back in 1i64..1_000_000) {
             let p = policy(5, 1_000);
-            let b = Bucket { tokens, stamp: 2_000_000 };
+            let b = Bucket::tokens_at(tokens, 2_000_000);
             let r = b.refill(&p, 2_000_000 - back);
             prop_assert!(r.clock_regressed);
             prop_assert_eq!(r.bucket.tokens, tokens);
@@ -391,7 +653,7 @@ mod tests {
             polls in proptest::collection::vec(1i64..50_000, 1..100),
         ) {
             let p = policy(7, per_ms);
-            let start = Bucket { tokens: 0, stamp: 0 };
+            let start = Bucket::tokens_at(0, 0);
             let mut b = start;
             let mut now = 0;
             let n = polls.len() as u64;
@@ -407,3 +669,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod model_tests;

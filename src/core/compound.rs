@@ -4,7 +4,7 @@
 //! limit must not also spend its per-second tokens). Pure: the store reads the buckets,
 //! calls [`decide_all`], and writes back what it returns.
 
-use super::bucket::{Bucket, MILLI};
+use super::bucket::Bucket;
 use super::decision::{self, Ask, Verdict};
 use super::lease::Slots;
 
@@ -78,23 +78,23 @@ pub fn decide_all(stored: &[Option<Bucket>], asks: &[Ask], slots: Slots, now: i6
     let buckets: Vec<Bucket> = if all_took {
         decided.iter().map(|d| d.bucket).collect()
     } else {
-        // Nothing is charged: a limit that would have admitted gives its cost back, and is
-        // reported as it stands (what a peek would say).
+        // Nothing is charged: a limit that would have admitted keeps its state as refilled
+        // (its cost given back), and is reported as it stands (what a peek would say).
         decided
             .iter()
+            .zip(stored)
             .zip(asks)
             .zip(each.iter_mut())
-            .map(|((d, a), v)| {
+            .map(|(((d, s), a), v)| {
                 if !d.verdict.took() {
                     return d.bucket;
                 }
-                let b = Bucket {
-                    tokens: d.bucket.tokens + a.cost * MILLI,
-                    ..d.bucket
-                };
-                v.remaining = b.whole_tokens();
-                v.reset_after_ms = b.wait_until_full(&a.policy, now);
-                v.next_token_ms = b.wait_for_next_token(&a.policy, now);
+                let p = &a.policy;
+                let b = s
+                    .unwrap_or_else(|| Bucket::full(p, now))
+                    .refill(p, now)
+                    .bucket;
+                decision::standing(v, &b, p, now);
                 b
             })
             .collect()
@@ -148,10 +148,7 @@ mod tests {
     }
 
     fn empty() -> Option<Bucket> {
-        Some(Bucket {
-            tokens: 0,
-            stamp: 0,
-        })
+        Some(Bucket::tokens_at(0, 0))
     }
 
     #[test]
@@ -295,10 +292,8 @@ mod tests {
             .prop_map(|(limit, per, cost, stored, dry)| {
                 let mut a = Ask::new(Policy::new(limit, per).unwrap(), cost.min(limit), 0);
                 a.dry_run = dry;
-                let b = stored.map(|(t, s)| Bucket {
-                    tokens: t.min(limit * MILLI),
-                    stamp: s,
-                });
+                let b = stored
+                    .map(|(t, s)| Bucket::tokens_at(t.min(limit * crate::core::bucket::MILLI), s));
                 (b, a)
             });
         (

@@ -161,8 +161,8 @@ pub struct Decided {
     pub clock_regressed: bool,
 }
 
-/// Refill `stored` (a missing bucket starts full), then take `cost` tokens if they are there
-/// and a slot is free. A denial takes nothing.
+/// Refill `stored` (a missing bucket starts full, a missing window fresh), then take `cost`
+/// tokens if they are there and a slot is free. A denial takes nothing.
 pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Decided {
     let p = &ask.policy;
     let refilled = stored
@@ -170,7 +170,7 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
         .refill(p, now);
     let mut bucket = refilled.bucket;
     let cost = ask.cost * MILLI;
-    let reason = if bucket.tokens < cost {
+    let reason = if bucket.available(p, now) < cost {
         Reason::Rate
     } else if ask.max_inflight > 0 && slots.live >= ask.max_inflight {
         Reason::Inflight
@@ -185,27 +185,48 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
             .map_or(0, |e| (e as i128 - now as i128).max(0) as u64),
     };
     if reason == Reason::Ok {
-        bucket.tokens -= cost;
+        bucket.take(p, cost, now);
     }
     // A shadow scope answers a would-be denial `allowed`: it took nothing (no token, no slot),
     // exactly as the real denial would have.
     let dry_run = ask.dry_run && reason != Reason::Ok;
-    let verdict = Verdict {
+    let mut verdict = Verdict {
         allowed: reason == Reason::Ok || dry_run,
         reason,
-        remaining: bucket.whole_tokens(),
+        remaining: 0,
         retry_after_ms,
-        reset_after_ms: bucket.wait_until_full(p, now),
-        next_token_ms: bucket.wait_for_next_token(p, now),
+        reset_after_ms: 0,
+        next_token_ms: 0,
         dry_run,
         replay: false,
         source: Source::Store,
     };
+    standing(&mut verdict, &bucket, p, now);
     Decided {
         bucket,
         verdict,
         clock_regressed: refilled.clock_regressed,
     }
+}
+
+/// Whether a denial must still write the state it leaves (`decided`, from `stored`): a store
+/// may answer a denial without writing (SQLite's read snapshot), which is exact as long as
+/// the state is a function of the last written one and the time. A token bucket's refill is;
+/// so is a window's roll while the clock runs forward, but a clock read earlier than a rolled
+/// window's start counts the rolled state at that start, and a state converted from another
+/// policy depends on when it was converted. Those are written, so that every store answers
+/// the same (each answer mints nothing either way).
+pub fn denial_writes(stored: &Bucket, decided: &Bucket, policy: &Policy) -> bool {
+    stored.kind != policy.kind()
+        || (policy.kind() != super::bucket::Kind::TokenBucket && stored != decided)
+}
+
+/// Sets the verdict's numbers that tell the bucket as it stands at `now`: `remaining`,
+/// `reset_after_ms` (a fixed window: until its end), `next_token_ms`.
+pub fn standing(v: &mut Verdict, b: &Bucket, p: &Policy, now: i64) {
+    v.remaining = b.whole_tokens(p, now);
+    v.reset_after_ms = b.wait_until_full(p, now);
+    v.next_token_ms = b.wait_for_next_token(p, now);
 }
 
 /// What a call of cost 1 would get now, without taking anything.
@@ -218,9 +239,7 @@ pub fn peek(stored: Option<Bucket>, policy: &Policy, now: i64) -> Verdict {
             .unwrap_or_else(|| Bucket::full(policy, now))
             .refill(policy, now)
             .bucket;
-        v.remaining = b.whole_tokens();
-        v.reset_after_ms = b.wait_until_full(policy, now);
-        v.next_token_ms = b.wait_for_next_token(policy, now);
+        standing(&mut v, &b, policy, now);
     }
     v
 }
@@ -291,10 +310,7 @@ mod tests {
 
     #[test]
     fn a_denial_takes_nothing_and_says_when_to_retry() {
-        let stored = Bucket {
-            tokens: 500,
-            stamp: 0,
-        };
+        let stored = Bucket::tokens_at(500, 0);
         let d = decide(Some(stored), &ask(1, 1_000, 1, 0), Slots::default(), 0);
         assert!(!d.verdict.allowed);
         assert_eq!(d.verdict.reason, Reason::Rate);
@@ -307,10 +323,7 @@ mod tests {
         let d = decide(None, &ask(10, 1_000, 4, 0), Slots::default(), 0);
         assert_eq!(d.verdict.remaining, 6);
         let d = decide(
-            Some(Bucket {
-                tokens: 3_000,
-                stamp: 0,
-            }),
+            Some(Bucket::tokens_at(3_000, 0)),
             &ask(10, 1_000, 4, 0),
             Slots::default(),
             0,
@@ -338,10 +351,7 @@ mod tests {
             earliest_expiry: Some(30_000),
         };
         let d = decide(
-            Some(Bucket {
-                tokens: 0,
-                stamp: 0,
-            }),
+            Some(Bucket::tokens_at(0, 0)),
             &ask(5, 1_000, 1, 2),
             slots,
             0,
@@ -365,14 +375,7 @@ mod tests {
         assert!(v.allowed);
         assert_eq!(v.remaining, 5);
         assert_eq!(v.reset_after_ms, 0);
-        let v = peek(
-            Some(Bucket {
-                tokens: 0,
-                stamp: 0,
-            }),
-            &p,
-            0,
-        );
+        let v = peek(Some(Bucket::tokens_at(0, 0)), &p, 0);
         assert_eq!(v.reason, Reason::Rate);
         assert_eq!(v.retry_after_ms, 12_000);
     }
@@ -410,10 +413,7 @@ mod tests {
 
     #[test]
     fn a_shadow_denial_is_allowed_keeps_its_reason_and_takes_nothing() {
-        let empty = Bucket {
-            tokens: 0,
-            stamp: 0,
-        };
+        let empty = Bucket::tokens_at(0, 0);
         let mut a = ask(1, 1_000, 1, 0);
         a.dry_run = true;
         let d = decide(Some(empty), &a, Slots::default(), 0);
@@ -445,10 +445,7 @@ mod tests {
     #[test]
     fn a_replay_takes_nothing_and_tells_the_bucket_as_it_stands() {
         let p = Policy::new(5, 60_000).unwrap();
-        let half = Bucket {
-            tokens: 2_500,
-            stamp: 0,
-        };
+        let half = Bucket::tokens_at(2_500, 0);
         let v = replay(Some(half), &p, 12_000);
         assert_eq!(
             (v.allowed, v.reason, v.replay, v.source),
@@ -460,10 +457,7 @@ mod tests {
             v.reset_after_ms,
             peek(Some(half), &p, 12_000).reset_after_ms
         );
-        let empty = Bucket {
-            tokens: 0,
-            stamp: 0,
-        };
+        let empty = Bucket::tokens_at(0, 0);
         let v = replay(Some(empty), &p, 0);
         assert!(
             v.allowed && v.remaining == 0,
@@ -501,10 +495,11 @@ mod tests {
                 continue;
             }
             let f: Vec<&str> = line.split('\t').collect();
-            assert_eq!(f.len(), 13, "{line:?}");
+            assert_eq!(f.len(), 14, "{line:?}");
             let n = |i: usize| f[i].parse::<u64>().unwrap();
-            let now = 1_700_000_000_000 + f[5].parse::<i64>().unwrap();
-            let a = Ask::new(Policy::new(n(1), n(2)).unwrap(), n(6), n(3));
+            let now = 1_700_000_000_000 + f[6].parse::<i64>().unwrap();
+            let kind = super::super::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
+            let a = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(7), n(4));
             let (stored, leases) = state.entry(f[0]).or_default();
             leases.retain(|&e| super::super::lease::is_live(e, now));
             let slots = if a.max_inflight > 0 {
@@ -518,7 +513,7 @@ mod tests {
             let d = decide(*stored, &a, slots, now);
             *stored = Some(d.bucket);
             if d.verdict.allowed && a.max_inflight > 0 {
-                leases.push(super::super::lease::expiry(now, n(4)));
+                leases.push(super::super::lease::expiry(now, n(5)));
             }
             let v = d.verdict;
             let got = [
@@ -529,7 +524,7 @@ mod tests {
                 v.reset_after_ms.to_string(),
                 v.next_token_ms.to_string(),
             ];
-            assert_eq!(got.as_slice(), &f[7..], "{line:?}");
+            assert_eq!(got.as_slice(), &f[8..], "{line:?}");
             steps += 1;
         }
         assert!(steps >= 20, "only {steps} steps read");

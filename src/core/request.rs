@@ -48,9 +48,20 @@ impl Terms {
     /// scope is at most 64 bytes) and bytes, the limit, the period in ms and the cost (8 bytes
     /// each, big-endian), then the most in-flight leases (8 bytes). Every field has a fixed
     /// length or a length before it, so two different calls never share an encoding.
+    ///
+    /// A call with a window policy among its limits is encoded as version 2: the same, with
+    /// each limit's policy code (one byte) after its cost. Token buckets alone keep version
+    /// 1, so records written before policies existed still match.
     pub fn of(kind: Kind, limits: &[Limit<'_>], max_inflight: u64) -> Self {
+        let v2 = limits
+            .iter()
+            .any(|l| l.policy.kind() != super::bucket::Kind::TokenBucket);
         let mut h = Sha256::new();
-        h.update(b"ratelimit terms 1\0");
+        h.update(if v2 {
+            b"ratelimit terms 2\0"
+        } else {
+            b"ratelimit terms 1\0"
+        });
         h.update([
             match kind {
                 Kind::Acquire => 0u8,
@@ -65,6 +76,9 @@ impl Terms {
             h.update(l.policy.limit().to_be_bytes());
             h.update(l.policy.per_ms().to_be_bytes());
             h.update(l.cost.to_be_bytes());
+            if v2 {
+                h.update([l.policy.kind().code()]);
+            }
         }
         h.update(max_inflight.to_be_bytes());
         let digest = h.finalize();
@@ -170,6 +184,16 @@ mod tests {
             Terms::of(Kind::Acquire, &[limit("api", 5, 60_001, 1)], 1),
             Terms::of(Kind::Acquire, &[limit("api", 5, 60_000, 2)], 1),
             Terms::of(Kind::Acquire, &[limit("api", 5, 60_000, 1)], 0),
+            Terms::of(
+                Kind::Acquire,
+                &[Limit {
+                    policy: limit("api", 5, 60_000, 1)
+                        .policy
+                        .with_kind(crate::core::bucket::Kind::FixedWindow),
+                    ..limit("api", 5, 60_000, 1)
+                }],
+                1,
+            ),
             Terms::of(
                 Kind::Acquire,
                 &[limit("api", 5, 60_000, 1), limit("day", 5, 60_000, 1)],

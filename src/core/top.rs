@@ -7,12 +7,13 @@ use super::subject::Pseudonym;
 pub const TOP_MAX: usize = 1_000;
 
 /// One stored bucket as the pressure view shows it. Times are the store's, in Unix
-/// milliseconds; the policy is not stored with a bucket (each call names its own), so tokens
-/// are those held at `stamp`, before any refill since.
+/// milliseconds; the limit and period are not stored with a bucket (each call names its own),
+/// so tokens are those held at `stamp`, before any refill since (for a window: those used in
+/// the window that starts at `stamp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketView {
     pub bucket: Pseudonym,
-    /// Milli-tokens held at `stamp`.
+    /// Milli-tokens held at `stamp` (a window: used in the window starting at `stamp`).
     pub tokens_milli: u64,
     /// Up to when earnings are credited.
     pub stamp_ms: i64,

@@ -5,7 +5,7 @@
 use super::args::{value_name, Call};
 use super::error::Error;
 use super::{per_error, scope_error};
-use crate::core::bucket::{Policy, MAX_LIMIT};
+use crate::core::bucket::{Kind, Policy, MAX_LIMIT};
 use crate::core::compound::MAX_LIMITS;
 use crate::core::subject;
 use ext_php_rs::types::{ArrayKey, Zval};
@@ -16,10 +16,11 @@ pub struct Limit {
     pub scope: String,
 }
 
-const KEYS: [&str; 3] = ["limit", "per", "scope"];
+const KEYS: [&str; 4] = ["limit", "per", "scope", "policy"];
 
 /// The limits of argument `i`: a list of 1 to [`MAX_LIMITS`] arrays, each with exactly the keys
-/// "limit" (int), "per" (int|float, seconds) and "scope" (string), scopes all different. Values
+/// "limit" (int), "per" (int|float, seconds) and "scope" (string), scopes all different, and
+/// optionally "policy" (string, `token_bucket` when absent): each limit counts its own way. Values
 /// inside the array are not coerced (no engine rule applies to them): a wrong type is a
 /// TypeError, as a strict-mode argument would be.
 pub fn limits_arg(call: &Call, i: usize) -> Result<Vec<Limit>, Error> {
@@ -50,7 +51,7 @@ pub fn limits_arg(call: &Call, i: usize) -> Result<Vec<Limit>, Error> {
             };
             if !known {
                 return Err(Error::Value(format!(
-                    "{at} must have only the keys \"limit\", \"per\" and \"scope\""
+                    "{at} must have only the keys \"limit\", \"per\", \"scope\" and \"policy\""
                 )));
             }
         }
@@ -102,7 +103,19 @@ pub fn limits_arg(call: &Call, i: usize) -> Result<Vec<Limit>, Error> {
                 &format!("must not repeat the scope of [{first}]"),
             ));
         }
-        let policy = Policy::new(limit, per_ms).map_err(|e| Error::Internal(format!("{e:?}")))?;
+        let kind = match fields.get("policy").map(Zval::dereference) {
+            None => Kind::TokenBucket,
+            Some(z) => {
+                let Some(name) = z.zend_str() else {
+                    return Err(type_error("policy", "string", z));
+                };
+                Kind::from_name(name.as_bytes())
+                    .ok_or_else(|| value_error("policy", &super::policy_error()))?
+            }
+        };
+        let policy = Policy::new(limit, per_ms)
+            .map_err(|e| Error::Internal(format!("{e:?}")))?
+            .with_kind(kind);
         out.push(Limit { policy, scope });
     }
     Ok(out)

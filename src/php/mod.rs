@@ -10,7 +10,7 @@ mod ini;
 mod sapi;
 mod worker;
 
-use crate::core::bucket::{Policy, MAX_LIMIT};
+use crate::core::bucket::{Kind, Policy, MAX_LIMIT};
 use crate::core::decision::Ask;
 use crate::core::lease::LeaseToken;
 use crate::core::subject::{self, MAX_REQUEST_ID_LEN, MAX_SUBJECT_LEN};
@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 
 const DECISION: &str = "RateLimit\\Decision";
 
-static ACQUIRE: [Param; 7] = [
+static ACQUIRE: [Param; 8] = [
     param("subject", DataType::String, false, None),
     param("limit", DataType::Long, true, Some("null")),
     param("per", DataType::Double, true, Some("null")),
@@ -37,6 +37,7 @@ static ACQUIRE: [Param; 7] = [
     param("scope", DataType::String, false, Some("\"default\"")),
     param("cost", DataType::Long, false, Some("1")),
     param("request_id", DataType::String, true, Some("null")),
+    param("policy", DataType::String, false, Some("\"token_bucket\"")),
 ];
 static ACQUIRE_ALL: [Param; 5] = [
     param("subject", DataType::String, false, None),
@@ -46,11 +47,12 @@ static ACQUIRE_ALL: [Param; 5] = [
     param("request_id", DataType::String, true, Some("null")),
 ];
 static RELEASE: [Param; 1] = [param("lease", DataType::object(DECISION), false, None)];
-static PEEK: [Param; 4] = [
+static PEEK: [Param; 5] = [
     param("subject", DataType::String, false, None),
     param("limit", DataType::Long, true, Some("null")),
     param("per", DataType::Double, true, Some("null")),
     param("scope", DataType::String, false, Some("\"default\"")),
+    param("policy", DataType::String, false, Some("\"token_bucket\"")),
 ];
 static TOP: [Param; 1] = [param("n", DataType::Long, false, Some("10"))];
 static RESET: [Param; 2] = [
@@ -134,6 +136,25 @@ fn policy_args(
     Policy::new(limit, per_ms).map_err(|e| Error::Internal(format!("{e:?}")))
 }
 
+/// What an unknown policy name is told (str_pad()'s wording for its modes).
+pub(crate) fn policy_error() -> String {
+    let names: Vec<String> = Kind::ALL
+        .iter()
+        .map(|k| format!("\"{}\"", k.as_str()))
+        .collect();
+    format!(
+        "must be {}, or {}",
+        names[..names.len() - 1].join(", "),
+        names[names.len() - 1]
+    )
+}
+
+/// `$policy` at position `i`: how the limit counts (`token_bucket` when omitted).
+fn kind_arg(call: &Call, i: usize) -> Result<Kind, Error> {
+    let name = call.string(i)?;
+    Kind::from_name(&name).ok_or_else(|| call.value_error(i, &policy_error()))
+}
+
 fn request_id_arg(call: &Call, i: usize) -> Result<Option<Vec<u8>>, Error> {
     match call.nullable_string(i)? {
         Some(id) if id.is_empty() => Err(call.value_error(i, "must not be empty")),
@@ -213,6 +234,7 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
             c => c as u64,
         };
         let request_id = request_id_arg(&call, 6)?;
+        let policy = policy.with_kind(kind_arg(&call, 7)?);
         let ask = Ask::new(policy, cost, max_inflight);
         let acquired = worker::with(&config, |l| {
             l.acquire_request(&subject, &scope, &ask, request_id.as_deref())
@@ -267,6 +289,7 @@ extern "C" fn ratelimit_peek(ex: &mut ExecuteData, retval: &mut Zval) {
         let subject = subject_arg(&call, 0)?;
         let policy = policy_args(&call, 1, &config)?;
         let scope = scope_arg(&call, 3)?;
+        let policy = policy.with_kind(kind_arg(&call, 4)?);
         let verdict = worker::with(&config, |l| {
             l.peek(&subject, &scope, &policy).map_err(Error::Store)
         })?;

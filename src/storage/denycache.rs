@@ -7,11 +7,14 @@
 //! `t_sent + R`, where `t_sent` is this wrapper's clock read *before* it called the store. That
 //! makes it exact, never a denial the store would not have given: the store decided at some
 //! `t_d >= t_sent`, when B needed R more ms of refill for C tokens, so it holds fewer than C
-//! (and than any larger cost) until `t_d + R >= t_sent + R`. (Refill is the only way tokens
-//! come back; a reset of B through this wrapper drops its entry. A reset made by another
-//! process is seen through the store's [`RefillEpoch`]: SQLite's moves with every reset and
-//! eviction of the host, and the entries go; Redis does not track one, and B stays denied here
-//! until the wait ends, as it was told.)
+//! (and than any larger cost) until `t_d + R >= t_sent + R`. (Under P, tokens come back only
+//! with time: a token bucket's refill, a window's end or slide. A reset of B through this
+//! wrapper drops its entry, and so does a call for B with another policy, which the store
+//! decides: B may then come back sooner. A reset made by another process is seen through the
+//! store's [`RefillEpoch`]: SQLite's moves with every reset and eviction of the host, and the
+//! entries go; Redis does not track one, and B stays denied here until the wait ends, as it
+//! was told. On either store, B stays denied here until then too when another process used it
+//! with another policy meanwhile.)
 //!
 //! Not cached: `inflight` denials (a release may free a slot at any time), shadow scopes
 //! (`dry_run`: their denials are answered allowed, and so must be counted by the store), calls
@@ -122,7 +125,13 @@ impl DenyCache {
             self.entries.remove(&key.bucket);
             return None;
         }
-        if e.policy != ask.policy || ask.cost < e.cost {
+        if e.policy != ask.policy {
+            // Decided by the store under another policy (another limit or period, a window),
+            // the bucket may get its tokens back sooner than the remembered wait says.
+            self.entries.remove(&key.bucket);
+            return None;
+        }
+        if ask.cost < e.cost {
             return None;
         }
         let elapsed = (now - e.sent) as u64;
@@ -231,7 +240,9 @@ impl Store for DenyCache {
     }
 
     /// Passed through, never cached: a compound denial is about several buckets at once, and
-    /// the tokens a compound admission takes can only prolong a remembered denial, never end it.
+    /// the tokens a compound admission takes can only prolong a remembered denial, never end it;
+    /// a bucket it decides under another policy than the remembered one forgets its denial (as
+    /// in `lookup`).
     fn acquire_all(
         &mut self,
         keys: &[BucketKey],
@@ -239,6 +250,15 @@ impl Store for DenyCache {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
+        for (key, ask) in keys.iter().zip(asks) {
+            if self
+                .entries
+                .get(&key.bucket)
+                .is_some_and(|e| e.policy != ask.policy)
+            {
+                self.entries.remove(&key.bucket);
+            }
+        }
         self.inner.acquire_all(keys, asks, lease_ttl_ms, carry)
     }
 
@@ -355,6 +375,39 @@ mod tests {
         assert_eq!(d.verdict.source, Source::Store);
         assert_eq!(t.store.calls(), calls + 1);
         assert!(t.cache.is_empty());
+    }
+
+    /// The same bucket at 50 tokens per second: what 1 per second denied, it admits 100 ms on.
+    fn faster() -> Ask {
+        Ask::new(Policy::new(100, 2_000).unwrap(), 1, 0)
+    }
+
+    #[test]
+    fn a_call_with_another_policy_drops_the_remembered_denial() {
+        let mut t = setup();
+        denied(&mut t);
+        t.time.set(10_100);
+        let a = acquire(&mut t, &faster());
+        assert_eq!((a.verdict.allowed, a.verdict.source), (true, Source::Store));
+        // The faster policy's earnings are the bucket's now: 1 per second admits again.
+        t.time.set(10_200);
+        let a = acquire(&mut t, &ask(1));
+        assert_eq!((a.verdict.allowed, a.verdict.source), (true, Source::Store));
+    }
+
+    #[test]
+    fn a_compound_call_with_another_policy_drops_the_remembered_denial() {
+        let mut t = setup();
+        denied(&mut t);
+        t.time.set(10_100);
+        let all = t
+            .cache
+            .acquire_all(&[key(1)], &[faster()], 60_000, &mut t.carry)
+            .unwrap();
+        assert!(all.verdict.allowed, "{:?}", all.verdict);
+        t.time.set(10_200);
+        let a = acquire(&mut t, &ask(1));
+        assert_eq!((a.verdict.allowed, a.verdict.source), (true, Source::Store));
     }
 
     #[test]

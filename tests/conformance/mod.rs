@@ -98,6 +98,8 @@ macro_rules! conformance_suite {
             unwritten_counts_are_added_by_the_next_step,
             scopes_of_one_subject_are_separate_buckets,
             the_decision_vectors_hold,
+            every_policy_decides_as_the_core,
+            a_compound_call_with_mixed_policies_decides_as_the_core,
             a_shadow_scope_admits_would_be_denials_taking_nothing,
             a_replay_takes_nothing_is_flagged_and_holds_no_lease,
             a_replay_from_another_connection_takes_nothing,
@@ -395,7 +397,8 @@ pub fn the_decision_vectors_hold<B: Backend>(b: &B) {
         let n = cases.len() as u8 + 1;
         let k = *cases.entry(v.case.clone()).or_insert_with(|| key(n));
         clock.set(T0 + v.t);
-        let a = Ask::new(Policy::new(v.limit, v.per_ms).unwrap(), v.cost, v.inflight);
+        let policy = Policy::new(v.limit, v.per_ms).unwrap().with_kind(v.kind);
+        let a = Ask::new(policy, v.cost, v.inflight);
         let got = s.acquire(&k, &a, v.ttl_ms, &mut none()).unwrap().verdict;
         if got.source == Source::DenyCache {
             assert_eq!(
@@ -425,12 +428,180 @@ pub fn the_decision_vectors_hold<B: Backend>(b: &B) {
     );
 }
 
+/// A small deterministic generator (a 64-bit LCG): the same sequences on every backend.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A verdict's numbers, as compared with the core's.
+fn numbers(v: &ratelimit::core::decision::Verdict) -> (bool, Reason, u64, u64, u64, u64) {
+    (
+        v.allowed,
+        v.reason,
+        v.remaining,
+        v.retry_after_ms,
+        v.reset_after_ms,
+        v.next_token_ms,
+    )
+}
+
+/// A deny cache's denial (`got`) checked against the core's verdict on the store's state
+/// (`want`): a `rate` denial the store would give too, `remaining` 0, and a wait that ends no
+/// later than the store's (the cache's wait is the one it was told for a cost at most this
+/// call's, so it may end sooner; never later, and never an end the store would not have).
+fn deny_cache_answer_is_within_the_core(
+    got: &ratelimit::core::decision::Verdict,
+    want: &ratelimit::core::decision::Verdict,
+    at: &str,
+) {
+    assert_eq!(
+        (got.allowed, got.reason, want.allowed, want.reason),
+        (false, Reason::Rate, false, Reason::Rate),
+        "a deny cache's denial is the store's: {at}"
+    );
+    assert_eq!(got.remaining, 0, "a deny cache's denial: {at}");
+    assert!(
+        got.retry_after_ms > 0 && got.retry_after_ms <= want.retry_after_ms,
+        "a deny cache's wait {} within the store's {}: {at}",
+        got.retry_after_ms,
+        want.retry_after_ms
+    );
+}
+
+/// Random calls (time steps forward and back, costs, a peek now and then, a change to a
+/// window policy now and then) on each policy: the store answers exactly what the core
+/// computes step by step (the Redis scripts are the core's arithmetic in Lua).
+///
+/// A store may leave a denial unwritten (SQLite's snapshot) or write it (Redis, with its
+/// count); on a stack, a worker's deny cache may answer it without the store. A window's state does not depend on it (see `decision::denial_writes`); a token
+/// bucket's does, within what the rounding withholds (a refill credits whole milli-tokens)
+/// and when the clock goes back over a full bucket (its time restarts at the call's): both
+/// answers are exact by their own path, so the token bucket runs here with a clock that only
+/// goes forward and a `per` that divides its capacity (no rounding).
+pub fn every_policy_decides_as_the_core<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::{Bucket, Kind};
+    use ratelimit::core::decision::{decide, peek};
+    use ratelimit::core::lease::Slots;
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let mut rng = Lcg(23);
+    for (n, kind) in Kind::ALL.into_iter().enumerate() {
+        let k = key(40 + n as u8);
+        let limit = 1 + rng.below(5);
+        let per = match kind {
+            Kind::TokenBucket => {
+                [1, 2, 4, 5, 8, 10, 20, 25, 40, 50, 100, 125, 200, 250, 500][rng.below(15) as usize]
+            }
+            _ => 1 + rng.below(900),
+        };
+        let mut kind = kind;
+        let mut now = T0;
+        let mut state: Option<Bucket> = None;
+        for step in 0..150 {
+            now += match kind {
+                Kind::TokenBucket => rng.below(400) as i64,
+                _ => rng.below(700) as i64 - 150,
+            };
+            clock.set(now);
+            if kind != Kind::TokenBucket && rng.below(20) == 0 {
+                kind = Kind::ALL[1 + rng.below(2) as usize];
+            }
+            let p = Policy::new(limit, per).unwrap().with_kind(kind);
+            if rng.below(8) == 0 {
+                let got = s.peek(&k, &p, &mut none()).unwrap();
+                assert_eq!(numbers(&got), numbers(&peek(state, &p, now)), "peek {step}");
+                continue;
+            }
+            let a = Ask::new(p, 1 + rng.below(limit), 0);
+            let want = decide(state, &a, Slots::default(), now);
+            let got = s.acquire(&k, &a, 60_000, &mut none()).unwrap().verdict;
+            if got.source == Source::DenyCache {
+                // Answered by the worker's deny cache: the store never saw the call, so the
+                // state stays as it was (a window's roll too), and the answer is what the
+                // cache promises (see `deny_cache_answer_is_within_the_core`).
+                deny_cache_answer_is_within_the_core(
+                    &got,
+                    &want.verdict,
+                    &format!("{kind:?} step {step}"),
+                );
+                continue;
+            }
+            assert_eq!(
+                numbers(&got),
+                numbers(&want.verdict),
+                "{kind:?} step {step}"
+            );
+            state = Some(want.bucket);
+        }
+    }
+}
+
+/// A compound call whose limits count in different ways: all or nothing, each limit's own
+/// verdict and the combined one exactly the core's.
+pub fn a_compound_call_with_mixed_policies_decides_as_the_core<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::{Bucket, Kind};
+    use ratelimit::core::compound::decide_all;
+    use ratelimit::core::lease::Slots;
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let keys = [
+        key(50),
+        BucketKey {
+            bucket: [51; 16],
+            ..key(50)
+        },
+        BucketKey {
+            bucket: [52; 16],
+            ..key(50)
+        },
+    ];
+    let policies = [
+        Policy::new(3, 1_000)
+            .unwrap()
+            .with_kind(Kind::SlidingWindow),
+        Policy::new(5, 3_000).unwrap().with_kind(Kind::FixedWindow),
+        Policy::new(8, 10_000).unwrap(),
+    ];
+    let mut rng = Lcg(7);
+    let mut state: Vec<Option<Bucket>> = vec![None; 3];
+    let mut now = T0;
+    let mut admitted = 0;
+    for step in 0..120 {
+        now += rng.below(400) as i64 - 50;
+        clock.set(now);
+        let cost = 1 + rng.below(2);
+        let asks: Vec<Ask> = policies.iter().map(|p| Ask::new(*p, cost, 0)).collect();
+        let want = decide_all(&state, &asks, Slots::default(), now);
+        let got = s.acquire_all(&keys, &asks, 60_000, &mut none()).unwrap();
+        assert_eq!(numbers(&got.verdict), numbers(&want.verdict), "step {step}");
+        assert_eq!(got.reported, want.reported, "step {step}");
+        let each: Vec<_> = got.each.iter().map(numbers).collect();
+        let want_each: Vec<_> = want.each.iter().map(numbers).collect();
+        assert_eq!(each, want_each, "step {step}");
+        admitted += u64::from(got.verdict.allowed);
+        state = want.buckets.into_iter().map(Some).collect();
+    }
+    assert!(
+        admitted > 10 && admitted < 110,
+        "{admitted} admitted: a sequence that tests little"
+    );
+}
+
 pub mod vectors {
     #[derive(Debug)]
     pub struct Step {
         pub case: String,
         pub limit: u64,
         pub per_ms: u64,
+        pub kind: ratelimit::core::bucket::Kind,
         pub inflight: u64,
         pub ttl_ms: u64,
         pub t: i64,
@@ -444,17 +615,19 @@ pub mod vectors {
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
             .map(|l| {
                 let f: Vec<&str> = l.split('\t').collect();
-                assert_eq!(f.len(), 13, "bad vector line {l:?}");
+                assert_eq!(f.len(), 14, "bad vector line {l:?}");
                 let n = |i: usize| f[i].parse::<u64>().unwrap_or_else(|_| panic!("{l:?}"));
                 Step {
                     case: f[0].to_string(),
                     limit: n(1),
                     per_ms: n(2),
-                    inflight: n(3),
-                    ttl_ms: n(4),
-                    t: f[5].parse().unwrap(),
-                    cost: n(6),
-                    expect: (f[7] == "1", f[8].to_string(), n(9), n(10), n(11), n(12)),
+                    kind: ratelimit::core::bucket::Kind::from_name(f[3].as_bytes())
+                        .unwrap_or_else(|| panic!("{l:?}")),
+                    inflight: n(4),
+                    ttl_ms: n(5),
+                    t: f[6].parse().unwrap(),
+                    cost: n(7),
+                    expect: (f[8] == "1", f[9].to_string(), n(10), n(11), n(12), n(13)),
                 }
             })
             .collect()

@@ -19,7 +19,7 @@ mod resolve;
 
 pub use conn::Target;
 
-use crate::core::bucket::{Bucket, Policy};
+use crate::core::bucket::{Bucket, Kind, Policy};
 use crate::core::counters::{Counters, Stats};
 use crate::core::decision::{self, Ask, Reason, Source, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord, STAMP_NOW};
@@ -133,7 +133,14 @@ fn parse_bucket(v: &str) -> Option<[i64; 7]> {
     for o in out.iter_mut() {
         *o = fields.next()?.parse().ok()?;
     }
-    fields.next().is_none().then_some(out)
+    // A window's policy code and previous window (see format_bucket), or nothing more.
+    match (fields.next(), fields.next(), fields.next()) {
+        (None, _, _) => Some(out),
+        (Some(k), Some(p), None) => (k.parse::<i64>().ok().and_then(Kind::from_code).is_some()
+            && p.parse::<u64>().is_ok())
+        .then_some(out),
+        _ => None,
+    }
 }
 
 /// The reply of `acquire_all.lua`: reported, flags, lease, expired, the combined verdict and
@@ -484,6 +491,7 @@ impl Store for RedisStore {
             hex(&key.bucket),
             terms,
             replays,
+            ask.policy.kind().code().to_string(),
         ];
         let reply: AcquireReply = self.eval(&scripts().acquire, &keys, &args)?;
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
@@ -537,6 +545,7 @@ impl Store for RedisStore {
             args.push(a.policy.per_ms().to_string());
             args.push(a.cost.to_string());
             args.push(u8::from(a.dry_run).to_string());
+            args.push(a.policy.kind().code().to_string());
         }
         let reply: AcquireAllReply = self.eval(&scripts().acquire_all, &names, &args)?;
         let (reported, flags, lease, expired, combined, each) = reply;
@@ -589,14 +598,19 @@ impl Store for RedisStore {
         _: &mut Counters,
     ) -> Result<Verdict, StoreError> {
         let bucket = self.bucket_key(key);
-        let (tokens, stamp, now): (Option<u64>, Option<i64>, i64) = self.run(&bucket, |now| {
-            let mut inv = scripts().peek.prepare_invoke();
-            inv.key(&bucket).arg(now);
-            inv
-        })?;
-        let stored = tokens
-            .zip(stamp)
-            .map(|(tokens, stamp)| Bucket { tokens, stamp });
+        let (tokens, stamp, now, kind, prev): (Option<u64>, Option<i64>, i64, i64, u64) = self
+            .run(&bucket, |now| {
+                let mut inv = scripts().peek.prepare_invoke();
+                inv.key(&bucket).arg(now);
+                inv
+            })?;
+        let kind = Kind::from_code(kind).unwrap_or_default();
+        let stored = tokens.zip(stamp).map(|(tokens, stamp)| Bucket {
+            tokens,
+            stamp,
+            prev,
+            kind,
+        });
         Ok(decision::peek(stored, policy, now))
     }
 

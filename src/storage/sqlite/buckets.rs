@@ -1,8 +1,10 @@
-//! A bucket's row and its leases, as every decision reads and writes them.
+//! A bucket's row and its leases, as every decision reads and writes them. The row is read
+//! and written here only, so that the policy's state (the columns `tokens`, `stamp`, `prev`,
+//! `policy`: see `core::bucket::Bucket`) is laid out in one place.
 
 use super::counts::{self, Delta};
 use super::evict;
-use crate::core::bucket::{Bucket, Policy};
+use crate::core::bucket::{Bucket, Kind, Policy};
 use crate::core::decision::Reason;
 use crate::core::lease::{self, LeaseId, LeaseToken, Slots};
 use crate::core::subject::BucketKey;
@@ -16,18 +18,29 @@ pub(super) struct Stored {
 }
 
 pub(super) fn read_bucket(tx: &Connection, key: &BucketKey) -> rusqlite::Result<Option<Stored>> {
-    tx.prepare_cached("SELECT tokens, stamp, used_at, full_at FROM buckets WHERE key = ?1")?
-        .query_row([key.bucket], |r| {
-            Ok(Stored {
-                bucket: Bucket {
-                    tokens: r.get::<_, i64>(0)?.max(0) as u64,
-                    stamp: r.get(1)?,
-                },
-                used_at: r.get(2)?,
-                full_at: r.get(3)?,
-            })
+    tx.prepare_cached(
+        "SELECT tokens, stamp, used_at, full_at, policy, prev FROM buckets WHERE key = ?1",
+    )?
+    .query_row([key.bucket], |r| {
+        let n = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+        let bucket = match Kind::from_code(r.get(4)?) {
+            Some(kind) => Bucket {
+                tokens: n(0)?,
+                stamp: r.get(1)?,
+                prev: n(5)?,
+                kind,
+            },
+            // A policy this build does not know (a damaged row): never read as a full bucket,
+            // an empty one at its stamp, which refills as the call's policy allows.
+            None => Bucket::tokens_at(0, r.get(1)?),
+        };
+        Ok(Stored {
+            bucket,
+            used_at: r.get(2)?,
+            full_at: r.get(3)?,
         })
-        .optional()
+    })
+    .optional()
 }
 
 /// The bucket as stored under the current key, or moved from the previous one (a rotation).
@@ -95,7 +108,13 @@ pub(super) fn write(
     delta: &mut Delta,
 ) -> rusqlite::Result<()> {
     let (allowed, denied_rate, denied_inflight) = counted.map_or((0, 0, 0), counts::bucket_columns);
-    let (tokens, stamp, full_at) = (bucket.tokens as i64, bucket.stamp, bucket.full_at(policy));
+    let (tokens, stamp, prev, kind) = (
+        bucket.tokens.min(i64::MAX as u64) as i64,
+        bucket.stamp,
+        bucket.prev.min(i64::MAX as u64) as i64,
+        bucket.kind.code(),
+    );
+    let full_at = bucket.full_at(policy);
     let used_at = evict::used_at(now);
     // A new bucket, or one full earlier than before (a changed policy), may undercut the drain
     // floor (see evict.rs).
@@ -107,16 +126,38 @@ pub(super) fn write(
         Some(s) if s.used_at == used_at => tx
             .prepare_cached(
                 "UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4, allowed = allowed + ?5,
-                 denied_rate = denied_rate + ?6, denied_inflight = denied_inflight + ?7 WHERE key = ?1",
+                 denied_rate = denied_rate + ?6, denied_inflight = denied_inflight + ?7,
+                 prev = ?8, policy = ?9 WHERE key = ?1",
             )?
-            .execute(params![key.bucket, tokens, stamp, full_at, allowed, denied_rate, denied_inflight])?,
+            .execute(params![
+                key.bucket,
+                tokens,
+                stamp,
+                full_at,
+                allowed,
+                denied_rate,
+                denied_inflight,
+                prev,
+                kind
+            ])?,
         Some(_) => tx
             .prepare_cached(
                 "UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4, used_at = ?5,
                  allowed = allowed + ?6, denied_rate = denied_rate + ?7,
-                 denied_inflight = denied_inflight + ?8 WHERE key = ?1",
+                 denied_inflight = denied_inflight + ?8, prev = ?9, policy = ?10 WHERE key = ?1",
             )?
-            .execute(params![key.bucket, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight])?,
+            .execute(params![
+                key.bucket,
+                tokens,
+                stamp,
+                full_at,
+                used_at,
+                allowed,
+                denied_rate,
+                denied_inflight,
+                prev,
+                kind
+            ])?,
         None => 0,
     };
     if updated == 0 {
@@ -124,10 +165,21 @@ pub(super) fn write(
             delta.entries += 1;
         }
         tx.prepare_cached(
-            "INSERT INTO buckets (key, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO buckets (key, tokens, stamp, full_at, used_at, allowed, denied_rate,
+             denied_inflight, prev, policy) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
-        .execute(params![key.bucket, tokens, stamp, full_at, used_at, allowed, denied_rate, denied_inflight])?;
+        .execute(params![
+            key.bucket,
+            tokens,
+            stamp,
+            full_at,
+            used_at,
+            allowed,
+            denied_rate,
+            denied_inflight,
+            prev,
+            kind
+        ])?;
     }
     Ok(())
 }

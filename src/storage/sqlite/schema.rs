@@ -14,7 +14,12 @@ CREATE TABLE IF NOT EXISTS buckets (
     -- writes one page, folded into `stats` when the row is deleted (see counts.rs).
     allowed INTEGER NOT NULL DEFAULT 0,
     denied_rate INTEGER NOT NULL DEFAULT 0,
-    denied_inflight INTEGER NOT NULL DEFAULT 0
+    denied_inflight INTEGER NOT NULL DEFAULT 0,
+    -- Its policy (core::bucket::Kind::code: 0 token bucket, 1 fixed window, 2 sliding window)
+    -- and, for a sliding window, the previous window's milli-tokens. For a window, `tokens`
+    -- is what the current window used and `stamp` its start.
+    policy INTEGER NOT NULL DEFAULT 0,
+    prev INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS buckets_used_at ON buckets(used_at);
 CREATE TABLE IF NOT EXISTS leases (
@@ -78,8 +83,13 @@ CREATE TABLE IF NOT EXISTS keyring (
 /// Bumped whenever [`SCHEMA`] changes. An older file is emptied and rebuilt: it holds only
 /// short-lived limits, which start afresh.
 /// (7: the request records' terms and the key record's host, replaced key and time, which two
-/// builds that never landed had each numbered 6.)
-pub const SCHEMA_VERSION: i64 = 7;
+/// builds that never landed had each numbered 6. 8: the buckets' `policy` and `prev`, added to
+/// a version 7 file in place: its buckets are token buckets, and keep their tokens.)
+pub const SCHEMA_VERSION: i64 = 8;
+
+/// Brings a version 7 file to 8 without emptying it.
+const FROM_7: &str = "ALTER TABLE buckets ADD COLUMN policy INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE buckets ADD COLUMN prev INTEGER NOT NULL DEFAULT 0;";
 
 const DROP_OLD_SCHEMA: &str =
     "DROP TABLE IF EXISTS buckets; DROP TABLE IF EXISTS leases; DROP TABLE IF EXISTS stats;
@@ -112,7 +122,10 @@ pub fn init(conn: &Connection) -> rusqlite::Result<Schema> {
         let tx = WriteTx::begin(conn)?;
         // Read again under the lock: another worker may have just done this.
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version < SCHEMA_VERSION {
+        if version == 7 {
+            conn.execute_batch(FROM_7)?;
+            conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+        } else if version < SCHEMA_VERSION {
             if version > 0 {
                 conn.execute_batch(DROP_OLD_SCHEMA)?;
             }
@@ -124,4 +137,33 @@ pub fn init(conn: &Connection) -> rusqlite::Result<Schema> {
         return Ok(Schema::Newer(version));
     }
     Ok(Schema::Ready)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_7_file_gains_the_policy_columns_and_keeps_its_buckets() {
+        let conn = Connection::open_in_memory().unwrap();
+        assert_eq!(init(&conn).unwrap(), Schema::Ready);
+        // What version 7 had: the same buckets without policy and prev.
+        conn.execute_batch(
+            "ALTER TABLE buckets DROP COLUMN policy; ALTER TABLE buckets DROP COLUMN prev;
+             INSERT INTO buckets (key, tokens, stamp, full_at, used_at) VALUES (x'01', 1500, 7, 9, 7);
+             PRAGMA user_version = 7;",
+        )
+        .unwrap();
+        assert_eq!(init(&conn).unwrap(), Schema::Ready);
+        let row: (i64, i64, i64) = conn
+            .query_row("SELECT tokens, policy, prev FROM buckets", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(row, (1500, 0, 0), "a token bucket, its tokens kept");
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+    }
 }

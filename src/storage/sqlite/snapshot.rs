@@ -74,7 +74,9 @@ impl SqliteStore {
             }
             Judgement::Fresh => {
                 let d = decision::decide(Some(stored.bucket), ask, slots, now);
-                if d.verdict.took() {
+                if d.verdict.took()
+                    || decision::denial_writes(&stored.bucket, &d.bucket, &ask.policy)
+                {
                     return Ok(None);
                 }
                 self.noted.clock_regressions += u64::from(d.clock_regressed);

@@ -6,7 +6,8 @@
 -- hash tag.
 -- ARGV: now ('' = the server's TIME), limit, per_ms, cost, max_inflight, lease_ttl_ms,
 -- lease id (hex, '' without inflight), dry_run ('1'/'0'), request_ttl_ms ('0' = no request id),
--- the bucket's name (hex, recorded with an admission), the call's terms (hex), replays.
+-- the bucket's name (hex, recorded with an admission), the call's terms (hex), replays, the
+-- policy's code (0 token bucket, 1 fixed window, 2 sliding window).
 -- Returns { reason (0 ok, 1 rate, 2 inflight, 3 in progress), remaining, retry_after,
 -- reset_after, next_token, flags (1 dry run, 2 replay, 4 clock regressed), lease id or '',
 -- leases expired }.
@@ -18,7 +19,7 @@ local GRACE_MS = 1000
 local limit, per, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) * MILLI
 local max_inflight, lease_ttl, lease_id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local request_ttl = tonumber(ARGV[9])
-local p = policy(limit, per)
+local p = policy(limit, per, tonumber(ARGV[13]))
 
 -- A call with a request id: a replay or a retry in progress takes nothing and writes no
 -- bucket; either tells the bucket as it stands (what a peek would say). Judged by the
@@ -26,15 +27,15 @@ local p = policy(limit, per)
 if request_ttl > 0 then
   local j, ends = judged_request(KEYS[3], KEYS[2], ARGV[10], ARGV[11], now)
   if j ~= 'fresh' then
-    local t, s = parse_bucket(get_bucket(KEYS[1]))
+    local t, s, _, _, _, _, _, k, pv = parse_bucket(get_bucket(KEYS[1]))
     if t == false then
       damaged(KEYS[1], p, now)
     end
-    local b = { tokens = p.cap, stamp = now }
+    local b = full(p, now)
     if t then
-      b = refill(p, { tokens = t, stamp = s }, now)
+      b = refill(p, bucket(t, s, pv, k), now)
     end
-    local remaining, reset_after = whole_tokens(b), wait_for(p, b, p.cap, now)
+    local remaining, reset_after = whole_tokens(p, b, now), wait_for(p, b, p.cap, now)
     local next_token = wait_for_next_token(p, b, now)
     if j == 'replay' then
       return { 0, remaining, 0, reset_after, next_token, 2, '', 0 }
@@ -56,29 +57,29 @@ if max_inflight > 0 then
   end
 end
 
-local stored, counts = { tokens = p.cap, stamp = now }, { 0, 0, 0 }
-local t, s, _, _, a, d, i = parse_bucket(get_bucket(KEYS[1]))
+local stored, counts = full(p, now), { 0, 0, 0 }
+local t, s, _, _, a, d, i, k, pv = parse_bucket(get_bucket(KEYS[1]))
 if t == false then
   damaged(KEYS[1], p, now)
 end
 if t then
-  stored, counts = { tokens = t, stamp = s }, { a, d, i }
+  stored, counts = bucket(t, s, pv, k), { a, d, i }
 end
 local b, regressed = refill(p, stored, now)
 
 local reason, retry = 0, 0
-if b.tokens < cost then
+if available(p, b, now) < cost then
   reason, retry = 1, wait_for(p, b, cost, now)
 elseif max_inflight > 0 and live >= max_inflight then
   reason, retry = 2, math.max(0, earliest - now)
 else
-  b.tokens = b.tokens - cost
+  take(p, b, cost, now)
 end
 local dry = ARGV[8] == '1' and reason ~= 0
 
-local full = full_at(p, b)
+local full_again = full_at(p, b)
 counts[reason + 1] = counts[reason + 1] + 1
-local lease, last = '', full
+local lease, last = '', full_again
 if reason == 0 and max_inflight > 0 and lease_id ~= '' then
   redis.call('ZADD', KEYS[2], int(now + lease_ttl), lease_id)
   lease = lease_id
@@ -92,10 +93,10 @@ end
 -- be full again (it then holds no information) and none of its leases lives, a second later:
 -- a margin for a decision clock that is not the one Redis expires keys by (the host's, when
 -- the server refuses TIME in scripts). A full bucket kept longer decides as a missing one.
-redis.call('SET', KEYS[1], format_bucket(b.tokens, b.stamp, full, now, counts), 'PX',
+redis.call('SET', KEYS[1], format_bucket(b.tokens, b.stamp, full_again, now, counts, b.kind, b.prev), 'PX',
   int(math.max(0, last - now) + GRACE_MS))
 
-local remaining = whole_tokens(b)
+local remaining = whole_tokens(p, b, now)
 local reset_after = wait_for(p, b, p.cap, now)
 local next_token = wait_for_next_token(p, b, now)
 if reason == 0 and request_ttl > 0 then

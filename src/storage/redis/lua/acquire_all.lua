@@ -8,7 +8,7 @@
 -- ARGV: now ('' = the server's TIME), n, lease_ttl_ms, lease id (hex, '' without inflight),
 -- request_ttl_ms ('0' = no request id), the first bucket's name (hex), max_inflight (of the
 -- first limit), the call's terms (hex), replays, then per limit: limit, per_ms, cost, dry_run
--- ('1'/'0').
+-- ('1'/'0'), policy code (0 token bucket, 1 fixed window, 2 sliding window).
 -- Returns { reported (0-based), flags (2 replay, 4 clock regressed, 8 in progress), lease id or
 -- '', leases expired (or, in progress, ms until the lease ends), the combined verdict, each limit's
 -- verdict (flat) }, a verdict being { reason (0 ok, 1 rate, 2 inflight), remaining, retry_after,
@@ -23,23 +23,23 @@ local LK, QK = KEYS[n + 1], KEYS[n + 2]
 
 local ps, cost, dry, stored, counts = {}, {}, {}, {}, {}
 for i = 1, n do
-  local o = 9 + (i - 1) * 4
-  ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]))
+  local o = 9 + (i - 1) * 5
+  ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 5]))
   cost[i] = tonumber(ARGV[o + 3]) * MILLI
   dry[i] = ARGV[o + 4] == '1'
-  local t, s, _, _, a, d, f = parse_bucket(get_bucket(KEYS[i]))
+  local t, s, _, _, a, d, f, k, pv = parse_bucket(get_bucket(KEYS[i]))
   if t == false then
     damaged(KEYS[i], ps[i], now)
   end
   if t then
-    stored[i], counts[i] = { tokens = t, stamp = s }, { a, d, f }
+    stored[i], counts[i] = bucket(t, s, pv, k), { a, d, f }
   else
-    stored[i], counts[i] = { tokens = ps[i].cap, stamp = now }, { 0, 0, 0 }
+    stored[i], counts[i] = full(ps[i], now), { 0, 0, 0 }
   end
 end
 
 local function verdict(p, b, reason, retry, shadow)
-  return { reason, whole_tokens(b), retry, wait_for(p, b, p.cap, now), wait_for_next_token(p, b, now),
+  return { reason, whole_tokens(p, b, now), retry, wait_for(p, b, p.cap, now), wait_for_next_token(p, b, now),
     shadow and 1 or 0 }
 end
 
@@ -52,7 +52,7 @@ if request_ttl > 0 then
     for i = 1, n do
       local b = refill(ps[i], stored[i], now)
       local reason, retry = 0, 0
-      if b.tokens < MILLI then
+      if available(ps[i], b, now) < MILLI then
         reason, retry = 1, wait_for(ps[i], b, MILLI, now)
       end
       for _, x in ipairs(verdict(ps[i], b, reason, retry, false)) do
@@ -80,7 +80,7 @@ for i = 1, n do
   local b, reg = refill(ps[i], stored[i], now)
   regressed = regressed or reg
   local r, w = 0, 0
-  if b.tokens < cost[i] then
+  if available(ps[i], b, now) < cost[i] then
     r, w = 1, wait_for(ps[i], b, cost[i], now)
   elseif i == 1 and max_inflight > 0 and live >= max_inflight then
     r, w = 2, math.max(0, earliest - now)
@@ -90,7 +90,7 @@ for i = 1, n do
 end
 if all then
   for i = 1, n do
-    bs[i].tokens = bs[i].tokens - cost[i]
+    take(ps[i], bs[i], cost[i], now)
   end
 end
 
@@ -112,7 +112,7 @@ end
 if rep == nil then
   rep = 1
   for i = 2, n do
-    if whole_tokens(bs[i]) < whole_tokens(bs[rep]) then
+    if whole_tokens(ps[i], bs[i], now) < whole_tokens(ps[rep], bs[rep], now) then
       rep = i
     end
   end
@@ -125,14 +125,15 @@ if all and max_inflight > 0 and lease_id ~= '' then
 end
 counts[rep][reason[rep] + 1] = counts[rep][reason[rep] + 1] + 1
 for i = 1, n do
-  local full = full_at(ps[i], bs[i])
-  local last = full
+  local last = full_at(ps[i], bs[i])
+  local full_again = last
   if i == 1 and (live > 0 or lease ~= '') then
     local latest = tonumber(redis.call('ZRANGE', LK, -1, -1, 'WITHSCORES')[2])
     redis.call('PEXPIRE', LK, int(math.max(0, latest - now) + GRACE_MS))
     last = math.max(last, latest)
   end
-  redis.call('SET', KEYS[i], format_bucket(bs[i].tokens, bs[i].stamp, full, now, counts[i]), 'PX',
+  redis.call('SET', KEYS[i], format_bucket(bs[i].tokens, bs[i].stamp, full_again, now, counts[i],
+    bs[i].kind, bs[i].prev), 'PX',
     int(math.max(0, last - now) + GRACE_MS))
 end
 

@@ -53,9 +53,11 @@ local function muldiv(a, b, c)
   return whole + quo, rem
 end
 
--- A policy: limit tokens per `per` milliseconds, in milli-tokens.
-local function policy(limit, per)
-  return { cap = limit * MILLI, per = per }
+-- A policy: limit tokens per `per` milliseconds, in milli-tokens, counted as `kind` says
+-- (core::bucket::Kind::code: 0 token bucket, 1 fixed window, 2 sliding window).
+local TOKEN_BUCKET, FIXED_WINDOW, SLIDING_WINDOW = 0, 1, 2
+local function policy(limit, per, kind)
+  return { cap = limit * MILLI, per = per, kind = kind or TOKEN_BUCKET }
 end
 
 -- Policy::earned: whole milli-tokens earned in `elapsed` ms, at most one full bucket. From
@@ -77,43 +79,171 @@ local function time_to_earn(p, milli)
   return q
 end
 
--- Bucket::refill: the bucket { tokens, stamp } credited up to `now`, and whether the clock was
--- seen going backwards (then nothing is earned and the stamp stays).
+-- Policy::weighted: the previous window's `prev` milli-tokens weighted by the `d` ms (0..per)
+-- of it still inside the sliding period, rounded down to whole tokens (Symfony's floor):
+-- floor(prev * d / (per * MILLI)) tokens. muldiv: d <= per <= per * MILLI < 2^50, prev <= cap.
+local function weighted(p, prev, d)
+  d = math.min(d, p.per)
+  local tokens = muldiv(d, prev, p.per * MILLI)
+  return tokens * MILLI
+end
+
+-- Policy::latest_d: the largest d in 0..per with weighted(prev, d) <= room, that is
+-- prev * d < k * per * MILLI with k = floor(room / MILLI) + 1. When k * MILLI > prev every d
+-- up to per qualifies; otherwise k * MILLI <= prev, and muldiv gives k * MILLI * per = q * prev
+-- + r, so the largest d is q, or q - 1 when r = 0.
+local function latest_d(p, prev, room)
+  if prev == 0 then
+    return p.per
+  end
+  local km = (math.floor(room / MILLI) + 1) * MILLI
+  if km > prev then
+    return p.per
+  end
+  local q, r = muldiv(km, p.per, prev)
+  if r == 0 then
+    q = q - 1
+  end
+  return math.min(q, p.per)
+end
+
+-- A bucket { tokens, stamp, prev, kind }: for a window, tokens are those used in the current
+-- window, stamp its start, prev (sliding) those of the previous one (see core::bucket).
+local function bucket(tokens, stamp, prev, kind)
+  return { tokens = tokens, stamp = stamp, prev = prev or 0, kind = kind or TOKEN_BUCKET }
+end
+
+-- Bucket::full: a limit seen for the first time.
+local function full(p, now)
+  if p.kind == TOKEN_BUCKET then
+    return bucket(p.cap, now, 0, p.kind)
+  end
+  return bucket(0, now, 0, p.kind)
+end
+
+local available
+
+-- Bucket::refill: the bucket brought up to `now` (earnings credited, ended windows rolled),
+-- and whether the clock was seen going backwards (then nothing is earned, no window rolls and
+-- the stamp stays). A bucket of another policy is converted first, keeping exactly what it
+-- has available.
 local function refill(p, b, now)
+  if b.kind ~= p.kind then
+    local old = policy(p.cap / MILLI, p.per, b.kind)
+    local r, regressed = refill(old, b, now)
+    local a = available(old, r, now)
+    local stamp = math.max(r.stamp, now)
+    if p.kind == TOKEN_BUCKET then
+      return bucket(a, stamp, 0, p.kind), regressed
+    end
+    return bucket(p.cap - a, stamp, 0, p.kind), regressed
+  end
+  local regressed = now < b.stamp
+  if p.kind == FIXED_WINDOW then
+    if b.tokens == 0 or now >= b.stamp + p.per then
+      return bucket(0, math.max(b.stamp, now), 0, p.kind), regressed
+    end
+    return bucket(b.tokens, b.stamp, 0, p.kind), regressed
+  elseif p.kind == SLIDING_WINDOW then
+    local finish = b.stamp + p.per
+    if (b.tokens == 0 and b.prev == 0) or now >= finish + p.per then
+      return bucket(0, math.max(b.stamp, now), 0, p.kind), regressed
+    elseif now < finish then
+      return bucket(b.tokens, b.stamp, b.prev, p.kind), regressed
+    elseif b.tokens > 0 then
+      return bucket(0, finish, b.tokens, p.kind), regressed
+    end
+    return bucket(0, now, 0, p.kind), regressed
+  end
   local tokens = math.min(b.tokens, p.cap)
-  if now < b.stamp then
-    return { tokens = tokens, stamp = b.stamp }, true
+  if regressed then
+    return bucket(tokens, b.stamp), true
   end
   local e = earned(p, now - b.stamp)
   if tokens + e >= p.cap then
-    return { tokens = p.cap, stamp = now }, false
+    return bucket(p.cap, now), false
   end
-  return { tokens = tokens + e, stamp = b.stamp + time_to_earn(p, e) }, false
+  return bucket(tokens + e, b.stamp + time_to_earn(p, e)), false
 end
 
--- Bucket::wait_for: ms from `now` until the bucket holds `milli` milli-tokens.
-local function wait_for(p, b, milli, now)
+-- Milli-tokens a sliding window counts as used at `now` (before its start: the previous
+-- window weighs whole).
+local function sliding_used(p, b, now)
+  local d = math.max(0, math.min(b.stamp + p.per - now, p.per))
+  return b.tokens + weighted(p, b.prev, d)
+end
+
+-- Bucket::available: milli-tokens a call could take at `now`.
+available = function(p, b, now)
+  if p.kind == FIXED_WINDOW then
+    return math.max(0, p.cap - b.tokens)
+  elseif p.kind == SLIDING_WINDOW then
+    return math.max(0, p.cap - sliding_used(p, b, now))
+  end
+  return math.min(b.tokens, p.cap)
+end
+
+-- Bucket::take: `milli` milli-tokens taken at `now`; the first of a fresh window starts it.
+local function take(p, b, milli, now)
+  if p.kind == TOKEN_BUCKET then
+    b.tokens = b.tokens - milli
+    return
+  end
+  if b.tokens == 0 and b.prev == 0 then
+    b.stamp = math.max(b.stamp, now)
+  end
+  b.tokens = b.tokens + milli
+end
+
+-- Bucket::ready_at: from when `milli` (<= cap) milli-tokens are available if nothing else is
+-- taken; any instant not after now means now.
+local function ready_at(p, b, milli)
+  local finish = b.stamp + p.per
+  if p.kind == FIXED_WINDOW then
+    if b.tokens + milli <= p.cap then
+      return b.stamp
+    end
+    return finish
+  elseif p.kind == SLIDING_WINDOW then
+    if b.tokens + milli <= p.cap then
+      return math.max(b.stamp, finish - latest_d(p, b.prev, p.cap - b.tokens - milli))
+    end
+    return math.max(finish, finish + p.per - latest_d(p, b.tokens, math.max(0, p.cap - milli)))
+  end
   if b.tokens >= milli then
+    return b.stamp
+  end
+  return b.stamp + time_to_earn(p, milli - b.tokens)
+end
+
+-- Bucket::wait_for: ms from `now` until `milli` milli-tokens are available.
+local function wait_for(p, b, milli, now)
+  if available(p, b, now) >= milli then
     return 0
   end
-  return math.max(0, b.stamp + time_to_earn(p, milli - b.tokens) - now)
+  return math.max(0, ready_at(p, b, milli) - now)
 end
 
-local function whole_tokens(b)
-  local q = divmod(b.tokens, MILLI)
+local function whole_tokens(p, b, now)
+  local q = divmod(available(p, b, now), MILLI)
   return q
 end
 
 local function wait_for_next_token(p, b, now)
-  if b.tokens >= p.cap then
+  local a = available(p, b, now)
+  if a >= p.cap then
     return 0
   end
-  return wait_for(p, b, (whole_tokens(b) + 1) * MILLI, now)
+  local q = divmod(a, MILLI)
+  return wait_for(p, b, (q + 1) * MILLI, now)
 end
 
--- Bucket::full_at: from when the bucket is full again.
+-- Bucket::full_at: from when the bucket is full again (a window: nothing used counts).
 local function full_at(p, b)
-  return b.stamp + time_to_earn(p, p.cap - b.tokens)
+  if p.kind == TOKEN_BUCKET then
+    return b.stamp + time_to_earn(p, p.cap - b.tokens)
+  end
+  return ready_at(p, b, p.cap)
 end
 
 -- The time of the decision: the server's clock, unless the caller passed its own (a server
@@ -127,24 +257,41 @@ local function now_ms(given)
 end
 
 -- A stored bucket, one string (one GET, one SET with its expiry): milli-tokens, stamp, full
--- again at, last decision, then its allowed, rate-denied and inflight-denied counts.
-local function format_bucket(tokens, stamp, full, used, counts)
-  return string.format('%d %d %d %d %d %d %d', tokens, stamp, full, used, counts[1], counts[2],
-    counts[3])
+-- again at, last decision, then its allowed, rate-denied and inflight-denied counts; then,
+-- for a window only, its policy's code and the previous window's milli-tokens (a token bucket
+-- is written as before policies existed, so that older builds still read it).
+local function format_bucket(tokens, stamp, full_again, used, counts, kind, prev)
+  local v = string.format('%d %d %d %d %d %d %d', tokens, stamp, full_again, used, counts[1],
+    counts[2], counts[3])
+  if (kind or TOKEN_BUCKET) ~= TOKEN_BUCKET or (prev or 0) ~= 0 then
+    v = v .. string.format(' %d %d', kind or TOKEN_BUCKET, prev or 0)
+  end
+  return v
 end
 
 -- The fields of a stored bucket, as format_bucket wrote them: milli-tokens, stamp, full again
--- at, last decision, allowed, rate-denied, inflight-denied. nil when there is none; false for a
--- value ratelimit did not write (a damaged store: see `damaged`).
+-- at, last decision, allowed, rate-denied, inflight-denied, policy code, previous window's
+-- milli-tokens. nil when there is none; false for a value ratelimit did not write (a damaged
+-- store: see `damaged`).
 local function parse_bucket(v)
   if not v then
     return nil
   end
-  local t, s, f, u, a, d, i = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
+  local t, s, f, u, a, d, i, rest = string.match(v,
+    '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)(.*)$')
   if not t then
     return false
   end
-  return tonumber(t), tonumber(s), tonumber(f), tonumber(u), tonumber(a), tonumber(d), tonumber(i)
+  local k, pv = 0, 0
+  if rest ~= '' then
+    local kk, pp = string.match(rest, '^ ([012]) (%d+)$')
+    if not kk then
+      return false
+    end
+    k, pv = tonumber(kk), tonumber(pp)
+  end
+  return tonumber(t), tonumber(s), tonumber(f), tonumber(u), tonumber(a), tonumber(d), tonumber(i),
+    k, pv
 end
 
 -- A value of another type at one of our names (a hash, a list, a set: another tenant of a shared
