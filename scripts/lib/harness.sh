@@ -197,8 +197,10 @@ rl_stop_pids() {
 
 rl_stop_session() {
   local sid=$1 sig=$2 secs=${3:-10} left to=$1
-  # shellcheck disable=SC2046 # a list of PIDs
-  [ "${4:-}" != each ] || to="$sid $(pgrep -s "$sid" | tr '\n' ' ')"
+  # A session already empty (its leader SIGKILLed by a test) is no error: under set -e and
+  # pipefail the failing pgrep would end the caller, an EXIT trap's rl_stop_all, before it
+  # stopped the sessions after this one.
+  [ "${4:-}" != each ] || to="$sid $(pgrep -s "$sid" | tr '\n' ' ' || true)"
   # shellcheck disable=SC2086 # a list of PIDs
   kill "-$sig" $to 2>/dev/null || true
   # shellcheck disable=SC2046 # a list of PIDs
