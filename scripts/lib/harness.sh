@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# The one harness of the shell runners (php-tests/{fpm,redis,trust,status}/run, bridges/tests/run,
-# bench/, scripts/redis, ./demo): processes started in the background and stopped by PID, bounded
-# waits, free ports, the run's directory, php-fpm masters and nginx on 127.0.0.1, counted
-# requests, and the "ok N - ..." lines with their summary. Sourced; a runner keeps only its tests.
+# The one harness of the shell runners (php-tests/{fpm,redis,sentinel,trust,status}/run,
+# bridges/tests/run, bench/, scripts/redis, ./demo): processes started in the background and
+# stopped by PID, bounded waits, free ports, the run's directory, php-fpm masters and nginx on
+# 127.0.0.1, counted requests, and the "ok N - ..." lines with their summary. Sourced; a runner
+# keeps only its tests (the two Redis runners also share php-tests/redis/lib.sh).
 #
 # The run
 #   rl_deadline VAR DEFAULT "$0" "$@"   re-runs the script under `timeout` ($VAR seconds, else
