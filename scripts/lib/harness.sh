@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# The one harness of the shell runners (php-tests/{fpm,redis,trust,status}/run, bridges/tests/run,
-# bench/, scripts/redis, ./demo): processes started in the background and stopped by PID, bounded
-# waits, free ports, the run's directory, php-fpm masters and nginx on 127.0.0.1, counted
-# requests, and the "ok N - ..." lines with their summary. Sourced; a runner keeps only its tests.
+# The one harness of the shell runners (php-tests/{fpm,redis,sentinel,trust,status}/run,
+# bridges/tests/run, bench/, scripts/redis, ./demo): processes started in the background and
+# stopped by PID, bounded waits, free ports, the run's directory, php-fpm masters and nginx on
+# 127.0.0.1, counted requests, and the "ok N - ..." lines with their summary. Sourced; a runner
+# keeps only its tests (the two Redis runners also share php-tests/redis/lib.sh).
 #
 # The run
 #   rl_deadline VAR DEFAULT "$0" "$@"   re-runs the script under `timeout` ($VAR seconds, else
@@ -204,8 +205,10 @@ rl_stop_pids() {
 
 rl_stop_session() {
   local sid=$1 sig=$2 secs=${3:-10} left to=$1
-  # shellcheck disable=SC2046 # a list of PIDs
-  [ "${4:-}" != each ] || to="$sid $(pgrep -s "$sid" | tr '\n' ' ')"
+  # A session already empty (its leader SIGKILLed by a test) is no error: under set -e and
+  # pipefail the failing pgrep would end the caller, an EXIT trap's rl_stop_all, before it
+  # stopped the sessions after this one.
+  [ "${4:-}" != each ] || to="$sid $(pgrep -s "$sid" | tr '\n' ' ' || true)"
   # shellcheck disable=SC2086 # a list of PIDs
   kill "-$sig" $to 2>/dev/null || true
   # shellcheck disable=SC2046 # a list of PIDs
