@@ -16,6 +16,7 @@
 #   tally COLUMN FILE                "value:count ..." of a column ("-" for empty)
 #   codes FILE                       tally of the status codes
 #   max_col / min_col COLUMN FILE..  the largest / smallest number in a column (0 when none)
+#   med_col COLUMN FILE..            the median of a column (0 when none)
 #   max_us FILE..                    the largest of the us column (how long a call took)
 
 WWW=$RL_ROOT/php-tests/redis/www
@@ -67,3 +68,4 @@ codes() { tally 1 "$1"; }
 max_col() { local c=$1; shift; awk -F'\t' -v c="$c" '$c != "" && $c + 0 > m { m = $c + 0 } END { printf "%.0f\n", m }' "$@"; }
 min_col() { local c=$1; shift; awk -F'\t' -v c="$c" '$c != "" && (m == "" || $c + 0 < m) { m = $c + 0 } END { printf "%.0f\n", m }' "$@"; }
 max_us() { max_col 6 "$@"; }
+med_col() { local c=$1; shift; awk -F'\t' -v c="$c" '$c != "" { print $c + 0 }' "$@" | sort -n | awk '{ v[NR] = $1 } END { printf "%.0f\n", NR ? v[int((NR + 1) / 2)] : 0 }'; }
