@@ -12,7 +12,7 @@ $dir = rl_test_dir();
 const N = 12;
 // Each child loads the extension, says "ready", waits for "go" on stdin, then makes its first call.
 $code = 'echo "ready\n"; fflush(STDOUT); fgets(STDIN);'
-    . '$d = ratelimit_acquire("racer", 100, 60);'
+    . '$d = ratelimit_acquire("racer", 100, 3600);'
     . 'echo $d->allowed ? "allowed" : "denied ($d->reason)", " ", md5_file(ini_get("ratelimit.db_path") . ".key"), "\n";';
 $bad = 0;
 for ($round = 1; $round <= 12; $round++) {
@@ -39,7 +39,7 @@ for ($round = 1; $round <= 12; $round++) {
     $md5 = md5_file("$db.key");
     $counts = array_count_values($lines);
     // The same key in every process means the same pseudonym: one bucket that gave N tokens.
-    $r = rl_run(['ratelimit.db_path' => $db], '$s = ratelimit_stats(); echo ratelimit_peek("racer", 100, 60)->remaining, " ", $s["entries"], " ", $s["allowed"];');
+    $r = rl_run(['ratelimit.db_path' => $db], '$s = ratelimit_stats(); echo ratelimit_peek("racer", 100, 3600)->remaining, " ", $s["entries"], " ", $s["allowed"];');
     $summary = filesize("$db.key") . " byte key, outcomes " . json_encode($counts) . ", remaining/entries/allowed " . trim($r['out'] . $r['err']);
     if ($counts !== ["allowed $md5" => N] || trim($r['out']) !== (100 - N) . " 1 " . N) {
         echo "round $round: $summary\n";
