@@ -14,8 +14,10 @@
 //! `<prefix>counters` at most once a second and at process end.
 
 mod conn;
+mod module;
 
 pub use conn::Target;
+pub use module::path_name;
 
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::counters::{Counters, Stats};
@@ -28,6 +30,7 @@ use crate::core::top::{self, BucketView};
 use crate::opslog::{Event, OpsLog};
 use crate::storage::{Acquired, AcquiredAll, Clock, ErrorKind, Store, StoreError};
 use conn::{Conn, Route};
+use module::{Command, Path};
 use redis::Script;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -96,6 +99,8 @@ pub struct RedisStore {
     flushed_at: i64,
     flush_ms: i64,
     log: Arc<OpsLog>,
+    /// Native commands or scripts (see `module.rs`).
+    path: Path,
 }
 
 /// Lowercase hex, into one string allocated once (this runs several times per decision).
@@ -184,6 +189,7 @@ impl RedisStore {
             clock,
             pending: Counters::default(),
             log,
+            path: Path::Unknown,
         }
     }
 
@@ -431,7 +437,7 @@ impl Store for RedisStore {
             terms,
             replays,
         ];
-        let reply: AcquireReply = self.eval(&scripts().acquire, &keys, &args)?;
+        let reply: AcquireReply = self.step(Command::Acquire, &scripts().acquire, &keys, &args)?;
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
             reply;
         let fields = [
@@ -484,7 +490,8 @@ impl Store for RedisStore {
             args.push(a.cost.to_string());
             args.push(u8::from(a.dry_run).to_string());
         }
-        let reply: AcquireAllReply = self.eval(&scripts().acquire_all, &names, &args)?;
+        let reply: AcquireAllReply =
+            self.step(Command::AcquireAll, &scripts().acquire_all, &names, &args)?;
         let (reported, flags, lease, expired, combined, each) = reply;
         let each = each
             .chunks(6)
@@ -530,11 +537,8 @@ impl Store for RedisStore {
 
     fn peek(&mut self, key: &BucketKey, policy: &Policy) -> Result<Verdict, StoreError> {
         let bucket = self.bucket_key(key);
-        let (tokens, stamp, now): (Option<u64>, Option<i64>, i64) = self.run(&bucket, |now| {
-            let mut inv = scripts().peek.prepare_invoke();
-            inv.key(&bucket).arg(now);
-            inv
-        })?;
+        let (tokens, stamp, now): (Option<u64>, Option<i64>, i64) =
+            self.step(Command::Peek, &scripts().peek, &[bucket], &[])?;
         let stored = tokens
             .zip(stamp)
             .map(|(tokens, stamp)| Bucket { tokens, stamp });
@@ -546,11 +550,7 @@ impl Store for RedisStore {
         for t in leases {
             let zset = self.leases_key(&t.key);
             let id = hex(&t.id.0);
-            let n: u64 = self.run(&zset, |now| {
-                let mut inv = scripts().release.prepare_invoke();
-                inv.key(&zset).arg(now).arg(&id);
-                inv
-            })?;
+            let n: u64 = self.step(Command::Release, &scripts().release, &[zset], &[id])?;
             freed += n;
         }
         self.note(&Counters::default(), unwritten);
@@ -559,9 +559,7 @@ impl Store for RedisStore {
 
     fn reset(&mut self, key: &BucketKey, unwritten: &Counters) -> Result<bool, StoreError> {
         let keys = [self.bucket_key(key), self.leases_key(key)];
-        let n: u64 = self.conn.call(Route::Key(&keys[0]), |c| {
-            redis::cmd("DEL").arg(&keys[..]).query(c)
-        })?;
+        let n = self.forget(&keys)?;
         self.note(&Counters::default(), unwritten);
         Ok(n > 0)
     }
@@ -569,6 +567,8 @@ impl Store for RedisStore {
     fn stats(&mut self) -> Result<Stats, StoreError> {
         let _ = self.flush_pending(true);
         let key = self.global("counters");
+        // `redis_path` of ratelimit_stats() is known once a connection asked.
+        let _ = self.ensure_detected(&key);
         let stored: std::collections::HashMap<String, u64> =
             self.conn.call(Route::Key(&key), |c| {
                 redis::cmd("HGETALL").arg(&key).query(c)
