@@ -357,10 +357,13 @@ namespace {
      * - entries (gauge): buckets stored now
      * - live_leases (gauge): leases live now
      * - backend: "sqlite" or "redis" (ratelimit.backend)
+     * - redis_path (redis only): "module" when the server has the native commands of
+     *   libratelimit_redis.so (`redis-server --loadmodule`), "script" when decisions run as Lua
+     *   scripts
      * - breaker: the host's breaker in front of the primary store, "closed", "open" or
      *   "half-open" ("closed" when there is none, as for SQLite)
      *
-     * @return array{allowed: int, denied_rate: int, denied_inflight: int, denied_in_progress: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, breaker: string}
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, denied_in_progress: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, redis_path?: string, breaker: string}
      *
      * @throws \RateLimit\Exception database not creatable or not ours
      */
