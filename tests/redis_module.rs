@@ -3,8 +3,9 @@
 //! module, and the module against the scripts: the same answers, stored values and counts on
 //! random states, and both paths mixed on the same buckets.
 //!
-//! The server is started by the test command (`./run-tests`, with `scripts/redis start module`),
-//! which passes its address in `RL_REDIS_MODULE_URL`; without it these tests fail, saying so.
+//! The servers are started by the test command (`./run-tests`, with `scripts/redis start module`
+//! and `module-cluster`), which passes their addresses in `RL_REDIS_MODULE_URL` and
+//! `RL_REDIS_MODULE_CLUSTER`; without them these tests fail, saying so.
 
 mod conformance;
 
@@ -38,18 +39,36 @@ fn fresh_prefix() -> String {
 
 struct Module {
     prefix: String,
+    /// Seeds of a cluster whose nodes load the module; empty: the single server.
+    cluster: Vec<String>,
 }
 
 impl Module {
     fn new() -> Self {
         Self {
             prefix: fresh_prefix(),
+            cluster: Vec::new(),
+        }
+    }
+
+    fn cluster() -> Self {
+        let seeds = std::env::var("RL_REDIS_MODULE_CLUSTER").unwrap_or_else(|_| {
+            panic!("RL_REDIS_MODULE_CLUSTER is not set: start one with `scripts/redis start module-cluster DIR` (./run-tests does)")
+        });
+        Self {
+            prefix: fresh_prefix(),
+            cluster: seeds.split(',').map(str::to_string).collect(),
         }
     }
 
     fn store(&self, host_clock: Option<Clock>) -> RedisStore {
+        let url = if self.cluster.is_empty() {
+            module_url()
+        } else {
+            String::new()
+        };
         let settings = RedisSettings {
-            target: Target::parse(&module_url(), &[]).unwrap(),
+            target: Target::parse(&url, &self.cluster).unwrap(),
             prefix: self.prefix.clone(),
             timeout_ms: 2_000,
             flush_ms: 0,
@@ -73,6 +92,11 @@ impl Backend for Module {
 mod module {
     use super::conformance;
     crate::conformance_suite!(super::Module::new());
+}
+
+mod module_cluster {
+    use super::conformance;
+    crate::conformance_suite!(super::Module::cluster());
 }
 
 fn admin() -> redis::Connection {
@@ -499,4 +523,26 @@ fn half_the_calls_by_the_module_and_half_by_the_scripts_admit_exactly_the_limit(
     );
     let s = by_module.stats().unwrap();
     assert_eq!((s.counters.allowed, s.counters.denied_rate), (11, 31));
+}
+
+#[test]
+fn a_cluster_node_redirects_a_command_for_another_nodes_slot() {
+    // The keys are declared: a node that does not serve the key's slot answers MOVED, as for
+    // any command, instead of deciding on a bucket that is not its own.
+    let mut answered = 0;
+    let mut moved = 0;
+    for seed in Module::cluster().cluster {
+        let mut c = redis::Client::open(seed).unwrap().get_connection().unwrap();
+        let r: redis::RedisResult<redis::Value> = redis::cmd("RL.PEEK")
+            .arg(1)
+            .arg("rl-module-moved-test")
+            .arg("")
+            .query(&mut c);
+        match r {
+            Ok(_) => answered += 1,
+            Err(e) if e.to_string().to_ascii_uppercase().contains("MOVED") => moved += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((answered, moved), (1, 2));
 }
