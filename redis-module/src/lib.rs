@@ -242,26 +242,30 @@ fn bucket(
     match stored::read(ctx, key)? {
         Read::Missing => Ok(None),
         Read::Found(s) => Ok(Some(s)),
-        Read::Damaged => {
-            let empty = Stored {
-                bucket: Bucket {
-                    tokens: 0,
-                    stamp: now,
-                },
-                full_at: now.saturating_add(p.per_ms() as i64),
-                used_at: now,
-                counts: [0; 3],
-            };
-            stored::write(ctx, key, &empty, p.per_ms() as i64 + GRACE_MS)?;
-            Err(RedisError::Str(
-                "RLCORRUPT a bucket value ratelimit did not write, replaced by an empty bucket",
-            ))
-        }
+        Read::Damaged => Err(damaged(ctx, key, p, now)),
     }
 }
 
-/// Writes a decided bucket with its counts, kept until it is full again or its last lease
-/// ends, and a second.
+/// What the scripts do with a damaged bucket (`damaged` in bucket.lua): an empty bucket stamped
+/// now written in its place, and the call's error.
+fn damaged(ctx: &Context, key: &RedisString, p: &Policy, now: i64) -> RedisError {
+    let empty = Stored {
+        bucket: Bucket {
+            tokens: 0,
+            stamp: now,
+        },
+        full_at: now.saturating_add(p.per_ms() as i64),
+        used_at: now,
+        counts: [0; 3],
+    };
+    match stored::write(ctx, key, &empty, p.per_ms() as i64 + GRACE_MS) {
+        Ok(()) => RedisError::Str(
+            "RLCORRUPT a bucket value ratelimit did not write, replaced by an empty bucket",
+        ),
+        Err(e) => e,
+    }
+}
+
 fn keep_bucket(
     ctx: &Context,
     key: &RedisString,
@@ -421,16 +425,70 @@ fn remember(
     Ok(())
 }
 
+/// A call with no slot and no request id: refill, check, take, one bucket read and written.
+fn plain_acquire(
+    ctx: &Context,
+    bk: &RedisString,
+    p: Policy,
+    cost: u64,
+    dry: bool,
+    now: i64,
+) -> RedisResult {
+    let opened = stored::Opened::new(ctx, bk);
+    let stored = match opened.read()? {
+        Read::Missing => None,
+        Read::Found(s) => Some(s),
+        Read::Damaged => {
+            drop(opened);
+            return Err(damaged(ctx, bk, &p, now));
+        }
+    };
+    let ask = Ask {
+        policy: p,
+        cost,
+        max_inflight: 0,
+        dry_run: dry,
+        request: None,
+    };
+    let d = decision::decide(stored.map(|s| s.bucket), &ask, Slots::default(), now);
+    let mut counts = stored.map_or([0; 3], |s| s.counts);
+    counts[code(d.verdict.reason).min(2) as usize] += 1;
+    let full_at = d.bucket.full_at(&p);
+    let s = Stored {
+        bucket: d.bucket,
+        full_at,
+        used_at: now,
+        counts,
+    };
+    opened.write(ctx, &s, (full_at - now).max(0) + GRACE_MS)?;
+    let mut r = verdict_reply(&d.verdict);
+    r[5] = RedisValue::Integer(i64::from(d.verdict.dry_run) + 4 * i64::from(d.clock_regressed));
+    r.push(RedisValue::StringBuffer(Vec::new()));
+    r.push(RedisValue::Integer(0));
+    Ok(RedisValue::Array(r))
+}
+
 /// `RL.ACQUIRE 3 bucket leases request now limit per_ms cost max_inflight lease_ttl_ms lease
-/// dry_run request_ttl_ms bucket_name terms replays`: acquire.lua.
+/// dry_run request_ttl_ms bucket_name terms replays`: acquire.lua. A plain call (no slot, no
+/// request id) may take the short form `RL.ACQUIRE 1 bucket now limit per_ms cost [dry_run]`:
+/// the script never touches the other two keys of such a call, and every argument parsed costs
+/// the server time on the hot path.
 fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, &args, |ctx, keys, a| {
-        let [bk, lk, qk] = keys else {
-            return Err(RedisError::WrongArity);
+        let full = match keys {
+            [_] if (4..=5).contains(&a.len()) => false,
+            [_, _, _] => true,
+            _ => return Err(RedisError::WrongArity),
         };
+        let bk = &keys[0];
         let now = now_of(arg(a, 0)?)?;
         let p = policy(arg(a, 1)?, arg(a, 2)?)?;
         let cost: u64 = num(arg(a, 3)?)?;
+        if !full {
+            let dry = a.get(4).is_some_and(|d| d.as_slice() == b"1");
+            return plain_acquire(ctx, bk, p, cost, dry, now);
+        }
+        let (lk, qk) = (&keys[1], &keys[2]);
         let max_inflight: u64 = num(arg(a, 4)?)?;
         let lease_ttl: u64 = num(arg(a, 5)?)?;
         let lease_id = arg(a, 6)?;

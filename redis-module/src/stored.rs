@@ -7,6 +7,8 @@
 //! A new kind of policy (issue 23's windows) with a value of its own is one more variant here.
 
 use ratelimit::core::bucket::Bucket;
+use redis_module::key::RedisKeyWritable;
+use redis_module::raw::KeyType;
 use redis_module::{Context, RedisError, RedisString};
 use std::time::Duration;
 
@@ -59,17 +61,46 @@ pub fn parse(v: &[u8]) -> Option<Stored> {
     })
 }
 
+#[cfg(test)]
 pub fn format(s: &Stored) -> String {
-    format!(
-        "{} {} {} {} {} {} {}",
-        s.bucket.tokens,
-        s.bucket.stamp,
-        s.full_at,
-        s.used_at,
-        s.counts[0],
-        s.counts[1],
-        s.counts[2]
-    )
+    let mut out = Vec::with_capacity(MAX_LEN);
+    put(&mut out, s);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The longest value: 7 numbers of at most 20 characters, 6 spaces.
+const MAX_LEN: usize = 7 * 20 + 6;
+
+/// Writes the value into `out` (decimal by hand: `format!` was a tenth of a decision's time).
+fn put(out: &mut Vec<u8>, s: &Stored) {
+    let fields = [
+        (false, s.bucket.tokens),
+        (s.bucket.stamp < 0, s.bucket.stamp.unsigned_abs()),
+        (s.full_at < 0, s.full_at.unsigned_abs()),
+        (s.used_at < 0, s.used_at.unsigned_abs()),
+        (false, s.counts[0]),
+        (false, s.counts[1]),
+        (false, s.counts[2]),
+    ];
+    for (i, (negative, mut v)) in fields.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        if negative {
+            out.push(b'-');
+        }
+        let mut digits = [0u8; 20];
+        let mut n = digits.len();
+        loop {
+            n -= 1;
+            digits[n] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        out.extend_from_slice(&digits[n..]);
+    }
 }
 
 /// `GET` of the bucket (an error for a key of another type, as GET's WRONGTYPE).
@@ -81,20 +112,87 @@ pub fn read(ctx: &Context, key: &RedisString) -> Result<Read, RedisError> {
     }
 }
 
+/// A bucket's key opened once for a decision that reads it and then writes it (the hot path:
+/// one lookup instead of two).
+pub struct Opened<'a> {
+    key: &'a RedisString,
+    k: RedisKeyWritable,
+}
+
+impl<'a> Opened<'a> {
+    pub fn new(ctx: &Context, key: &'a RedisString) -> Self {
+        Self {
+            key,
+            k: ctx.open_key_writable(key),
+        }
+    }
+
+    /// As [`read`].
+    pub fn read(&self) -> Result<Read, RedisError> {
+        match self.k.key_type() {
+            KeyType::Empty => Ok(Read::Missing),
+            KeyType::String => {
+                Ok(parse(&self.k.as_string_dma()?).map_or(Read::Damaged, Read::Found))
+            }
+            _ => Err(RedisError::WrongType),
+        }
+    }
+
+    /// As [`write`].
+    pub fn write(self, ctx: &Context, s: &Stored, ttl_ms: i64) -> Result<(), RedisError> {
+        write_open(ctx, self.key, self.k, s, ttl_ms)
+    }
+}
+
 /// `SET key value PX ttl_ms`, replicated as `SET key value PXAT when` (what Redis 7 replicates
 /// for a script's `SET .. PX`), so that a replica or an AOF expires it when the primary does.
 pub fn write(ctx: &Context, key: &RedisString, s: &Stored, ttl_ms: i64) -> Result<(), RedisError> {
-    let value = format(s);
+    write_open(ctx, key, ctx.open_key_writable(key), s, ttl_ms)
+}
+
+fn write_open(
+    ctx: &Context,
+    key: &RedisString,
+    k: RedisKeyWritable,
+    s: &Stored,
+    ttl_ms: i64,
+) -> Result<(), RedisError> {
+    let mut value = Vec::with_capacity(MAX_LEN);
+    put(&mut value, s);
     let ttl_ms = ttl_ms.max(1);
-    let k = ctx.open_key_writable(key);
-    k.write(&value)?;
+    // Written in place (a missing key is made a string by the access): no delete and insert
+    // of the key, no new object, as SET would do.
+    k.as_string_dma()?.write(&value)?;
     k.set_expire(Duration::from_millis(ttl_ms as u64))?;
-    let at = (super::server_ms() + ttl_ms).to_string();
-    ctx.replicate(
-        "SET",
-        &[key.as_slice(), value.as_bytes(), b"PXAT", at.as_bytes()],
-    );
-    Ok(())
+    drop(k);
+    let at = super::server_ms() + ttl_ms;
+    // SAFETY: RedisModule_Replicate is filled in by RedisModule_Init before any command runs
+    // and is called on the command's thread with its context. The format "sbcl" names exactly
+    // the four arguments that follow, each alive for the call: a RedisModuleString (the key
+    // the command received, held by `key`), a buffer and its length (`value`, not changed
+    // during the call), a NUL-terminated C string, and a long long. Redis copies what it
+    // keeps. (Called directly: the crate's wrapper makes a Redis string of every argument
+    // first, about half of this call's cost, on every decision.)
+    let replicated = unsafe {
+        redis_module::raw::RedisModule_Replicate.map(|f| {
+            f(
+                ctx.get_raw(),
+                c"SET".as_ptr(),
+                c"sbcl".as_ptr(),
+                key.inner,
+                value.as_ptr().cast::<std::ffi::c_char>(),
+                value.len(),
+                c"PXAT".as_ptr(),
+                at as std::ffi::c_longlong,
+            )
+        })
+    };
+    match replicated {
+        Some(0) => Ok(()),
+        _ => Err(RedisError::Str(
+            "ERR ratelimit: the bucket's write was not replicated",
+        )),
+    }
 }
 
 #[cfg(test)]

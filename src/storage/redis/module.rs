@@ -86,6 +86,30 @@ fn may_have_changed(e: &StoreError) -> bool {
     matches!(e.kind(), ErrorKind::Unreachable | ErrorKind::Timeout)
 }
 
+/// The arguments of a plain `RL.ACQUIRE` (no slot, no request id: `max_inflight` and
+/// `request_ttl_ms` 0) in the command's short form: the bucket alone, then limit, period and
+/// cost, and `1` for a shadow scope. Every other call as the script takes it.
+fn short_form<'a>(
+    command: Command,
+    keys: &'a [String],
+    args: &'a [String],
+) -> (&'a [String], std::borrow::Cow<'a, [String]>) {
+    // acquire.lua's arguments after `now`: limit, per_ms, cost, max_inflight, lease_ttl_ms,
+    // lease, dry_run, request_ttl_ms, ...
+    match (command, keys, args) {
+        (Command::Acquire, [bucket, ..], [limit, per, cost, inflight, _, _, dry, request, ..])
+            if inflight == "0" && request == "0" =>
+        {
+            let mut short = vec![limit.clone(), per.clone(), cost.clone()];
+            if dry == "1" {
+                short.push(dry.clone());
+            }
+            (std::slice::from_ref(bucket), short.into())
+        }
+        _ => (keys, args.into()),
+    }
+}
+
 impl RedisStore {
     /// Asks the server that serves `key` whether it has every native command; an ACL that
     /// forbids asking counts as no.
@@ -125,12 +149,13 @@ impl RedisStore {
         self.ensure_detected(key)?;
         if self.path == Path::Module {
             let now = self.now_arg();
+            let (keys, args) = short_form(command, keys, args);
             let r = self.conn.call(Route::Key(key), |c| {
                 redis::cmd(command.name())
                     .arg(keys.len())
                     .arg(keys)
                     .arg(&now)
-                    .arg(args)
+                    .arg(&args)
                     .query(c)
             });
             match r {
