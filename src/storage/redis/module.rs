@@ -86,9 +86,9 @@ fn may_have_changed(e: &StoreError) -> bool {
     matches!(e.kind(), ErrorKind::Unreachable | ErrorKind::Timeout)
 }
 
-/// The arguments of a plain `RL.ACQUIRE` (no slot, no request id: `max_inflight` and
-/// `request_ttl_ms` 0) in the command's short form: the bucket alone, then limit, period and
-/// cost, and `1` for a shadow scope. Every other call as the script takes it.
+/// The arguments of a plain acquire (no slot, no request id: `max_inflight` and
+/// `request_ttl_ms` 0) in the short form `RL.ACQUIRE` and acquire.lua both take: the bucket
+/// alone, then limit, period and cost, and `1` for a shadow scope. Every other call in full.
 fn short_form<'a>(
     command: Command,
     keys: &'a [String],
@@ -172,7 +172,8 @@ impl RedisStore {
                 ok => return ok,
             }
         }
-        let r = self.eval(script, keys, args);
+        let (keys, args) = short_form(command, keys, args);
+        let r = self.eval(script, keys, &args);
         if matches!(&r, Err(e) if may_have_changed(e)) {
             self.path = Path::Unknown;
         }
