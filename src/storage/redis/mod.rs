@@ -15,9 +15,11 @@
 
 mod conn;
 mod link;
+mod module;
 mod resolve;
 
 pub use conn::Target;
+pub use module::path_name;
 
 use crate::core::bucket::{Bucket, Kind, Policy};
 use crate::core::counters::{Counters, Stats};
@@ -33,6 +35,7 @@ use crate::storage::{
     Reply, Reports, Store, StoreError,
 };
 use conn::{Conn, Route};
+use module::{Command, Path};
 use redis::Script;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -101,6 +104,8 @@ pub struct RedisStore {
     flushed_at: i64,
     flush_ms: i64,
     log: Arc<OpsLog>,
+    /// Native commands or scripts (see `module.rs`).
+    path: Path,
 }
 
 /// Lowercase hex, into one string allocated once (this runs several times per decision).
@@ -196,6 +201,7 @@ impl RedisStore {
             clock,
             pending: Counters::default(),
             log,
+            path: Path::Unknown,
         }
     }
 
@@ -493,7 +499,7 @@ impl Store for RedisStore {
             replays,
             ask.policy.kind().code().to_string(),
         ];
-        let reply: AcquireReply = self.eval(&scripts().acquire, &keys, &args)?;
+        let reply: AcquireReply = self.step(Command::Acquire, &scripts().acquire, &keys, &args)?;
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
             reply;
         let fields = [
@@ -547,7 +553,8 @@ impl Store for RedisStore {
             args.push(u8::from(a.dry_run).to_string());
             args.push(a.policy.kind().code().to_string());
         }
-        let reply: AcquireAllReply = self.eval(&scripts().acquire_all, &names, &args)?;
+        let reply: AcquireAllReply =
+            self.step(Command::AcquireAll, &scripts().acquire_all, &names, &args)?;
         let (reported, flags, lease, expired, combined, each) = reply;
         let each = each
             .chunks(6)
@@ -598,12 +605,8 @@ impl Store for RedisStore {
         _: &mut Counters,
     ) -> Result<Verdict, StoreError> {
         let bucket = self.bucket_key(key);
-        let (tokens, stamp, now, kind, prev): (Option<u64>, Option<i64>, i64, i64, u64) = self
-            .run(&bucket, |now| {
-                let mut inv = scripts().peek.prepare_invoke();
-                inv.key(&bucket).arg(now);
-                inv
-            })?;
+        let (tokens, stamp, now, kind, prev): (Option<u64>, Option<i64>, i64, i64, u64) =
+            self.step(Command::Peek, &scripts().peek, &[bucket], &[])?;
         let kind = Kind::from_code(kind).unwrap_or_default();
         let stored = tokens.zip(stamp).map(|(tokens, stamp)| Bucket {
             tokens,
@@ -619,11 +622,7 @@ impl Store for RedisStore {
         for t in leases {
             let zset = self.leases_key(&t.key);
             let id = hex(&t.id.0);
-            let n: u64 = self.run(&zset, |now| {
-                let mut inv = scripts().release.prepare_invoke();
-                inv.key(&zset).arg(now).arg(&id);
-                inv
-            })?;
+            let n: u64 = self.step(Command::Release, &scripts().release, &[zset], &[id])?;
             freed += n;
         }
         self.note(&Counters::default(), carry);
@@ -632,9 +631,7 @@ impl Store for RedisStore {
 
     fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
         let keys = [self.bucket_key(key), self.leases_key(key)];
-        let n: u64 = self.conn.call(Route::Key(&keys[0]), |c| {
-            redis::cmd("DEL").arg(&keys[..]).query(c)
-        })?;
+        let n = self.forget(&keys)?;
         self.note(&Counters::default(), carry);
         Ok(n > 0)
     }
@@ -663,6 +660,8 @@ impl Reports for RedisStore {
     fn stats(&mut self) -> Result<Stats, StoreError> {
         let _ = self.flush_pending(true);
         let key = self.global("counters");
+        // `redis_path` of ratelimit_stats() is known once a connection asked.
+        let _ = self.ensure_detected(&key);
         let stored: std::collections::HashMap<String, u64> =
             damaged_is_none(self.conn.call(Route::Key(&key), |c| {
                 redis::cmd("HGETALL").arg(&key).query(c)
