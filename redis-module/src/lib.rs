@@ -30,11 +30,12 @@
 
 mod stored;
 
-use ratelimit::core::bucket::{Bucket, Policy};
+use ratelimit::core::bucket::{Bucket, Kind, Policy};
 use ratelimit::core::compound::{self, MAX_LIMITS};
 use ratelimit::core::decision::{self, Ask, Reason, Verdict};
 use ratelimit::core::lease::{self, Slots};
 use ratelimit::core::request::{self, Judgement, Record, Terms};
+use redis_module::raw::KeyType;
 use redis_module::{
     CallOptionsBuilder, CallResult, Context, RedisError, RedisResult, RedisString, RedisValue,
 };
@@ -112,8 +113,20 @@ fn now_of(a: &RedisString) -> Result<i64, RedisError> {
     }
 }
 
-fn policy(limit: &RedisString, per: &RedisString) -> Result<Policy, RedisError> {
-    Policy::new(num(limit)?, num(per)?).map_err(|_| fail("a limit or period out of bounds"))
+/// A limit, its period and its policy's code (`Kind::code`; left out: a token bucket, as the
+/// scripts read a missing one).
+fn policy(
+    limit: &RedisString,
+    per: &RedisString,
+    kind: Option<&RedisString>,
+) -> Result<Policy, RedisError> {
+    let kind = match kind {
+        None => Kind::TokenBucket,
+        Some(k) => Kind::from_code(num(k)?).ok_or_else(|| fail("an unknown policy code"))?,
+    };
+    Policy::new(num(limit)?, num(per)?)
+        .map(|p| p.with_kind(kind))
+        .map_err(|_| fail("a limit or period out of bounds"))
 }
 
 /// A command the scripts would have run with `redis.call`, its effect replicated as such.
@@ -156,6 +169,25 @@ fn number(b: &[u8]) -> Option<i64> {
     })
 }
 
+/// The first command on a name that must hold `expected` (leases: a sorted set; a request's
+/// record: a hash) or nothing: a value of another type there (another tenant of a shared Redis)
+/// is deleted and the call fails as damaged (`first_on` of bucket.lua).
+fn first_on(
+    ctx: &Context,
+    what: &str,
+    key: &RedisString,
+    expected: KeyType,
+) -> Result<(), RedisError> {
+    let t = ctx.open_key(key).key_type();
+    if t == KeyType::Empty || t == expected {
+        return Ok(());
+    }
+    write(ctx, "DEL", &[key.as_slice()])?;
+    Err(RedisError::String(format!(
+        "RLCORRUPT a value at a name of {what} ratelimit did not write, deleted"
+    )))
+}
+
 /// The score of the first (`"0"`) or last (`"-1"`) lease by expiry.
 fn lease_score(ctx: &Context, leases: &RedisString, at: &str) -> Result<Option<i64>, RedisError> {
     let r = read(
@@ -181,6 +213,7 @@ fn expire_leases(
     leases: &RedisString,
     now: i64,
 ) -> Result<(i64, Slots), RedisError> {
+    first_on(ctx, "leases", leases, KeyType::ZSet)?;
     let now_s = now.to_string();
     let expired = int(&write(
         ctx,
@@ -250,10 +283,9 @@ fn bucket(
 /// now written in its place, and the call's error.
 fn damaged(ctx: &Context, key: &RedisString, p: &Policy, now: i64) -> RedisError {
     let empty = Stored {
-        bucket: Bucket {
-            tokens: 0,
-            stamp: now,
-        },
+        // An empty token bucket whatever the policy, as the scripts write it: a window's call
+        // converts it (nothing available), and it refills as the policy allows.
+        bucket: Bucket::tokens_at(0, now),
         full_at: now.saturating_add(p.per_ms() as i64),
         used_at: now,
         counts: [0; 3],
@@ -347,6 +379,7 @@ fn judged(
     leases: &RedisString,
     now: i64,
 ) -> Result<Judgement, RedisError> {
+    first_on(ctx, "a request record", q.key, KeyType::Hash)?;
     let r = read(
         ctx,
         "HMGET",
@@ -469,20 +502,22 @@ fn plain_acquire(
 }
 
 /// `RL.ACQUIRE 3 bucket leases request now limit per_ms cost max_inflight lease_ttl_ms lease
-/// dry_run request_ttl_ms bucket_name terms replays`: acquire.lua. A plain call (no slot, no
-/// request id) may take the short form `RL.ACQUIRE 1 bucket now limit per_ms cost [dry_run]`:
+/// dry_run request_ttl_ms bucket_name terms replays policy`: acquire.lua. A plain call (no slot,
+/// no request id) may take the short form `RL.ACQUIRE 1 bucket now limit per_ms cost [dry_run
+/// [policy]]`:
 /// the script never touches the other two keys of such a call, and every argument parsed costs
 /// the server time on the hot path.
 fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, &args, |ctx, keys, a| {
         let full = match keys {
-            [_] if (4..=5).contains(&a.len()) => false,
-            [_, _, _] => true,
+            [_] if (4..=6).contains(&a.len()) => false,
+            [_, _, _] if (12..=13).contains(&a.len()) => true,
             _ => return Err(RedisError::WrongArity),
         };
         let bk = &keys[0];
         let now = now_of(arg(a, 0)?)?;
-        let p = policy(arg(a, 1)?, arg(a, 2)?)?;
+        let kind = a.get(if full { 12 } else { 5 });
+        let p = policy(arg(a, 1)?, arg(a, 2)?, kind)?;
         let cost: u64 = num(arg(a, 3)?)?;
         if !full {
             let dry = a.get(4).is_some_and(|d| d.as_slice() == b"1");
@@ -572,13 +607,13 @@ fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `RL.ACQUIRE_ALL n+2 buckets.. leases request now n lease_ttl_ms lease request_ttl_ms
-/// first_bucket_name max_inflight terms replays (limit per_ms cost dry_run)*n`:
+/// first_bucket_name max_inflight terms replays (limit per_ms cost dry_run policy)*n`:
 /// acquire_all.lua, all or nothing by `core::compound::decide_all`.
 fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, &args, |ctx, keys, a| {
         let now = now_of(arg(a, 0)?)?;
         let n: usize = num(arg(a, 1)?)?;
-        if n == 0 || n > MAX_LIMITS || keys.len() != n + 2 || a.len() != 9 + 4 * n {
+        if n == 0 || n > MAX_LIMITS || keys.len() != n + 2 || a.len() != 9 + 5 * n {
             return Err(RedisError::WrongArity);
         }
         let (buckets, lk, qk) = (&keys[..n], &keys[n], &keys[n + 1]);
@@ -595,8 +630,8 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let mut asks = Vec::with_capacity(n);
         let mut stored = Vec::with_capacity(n);
         for (k, key) in buckets.iter().enumerate() {
-            let o = 9 + 4 * k;
-            let p = policy(arg(a, o)?, arg(a, o + 1)?)?;
+            let o = 9 + 5 * k;
+            let p = policy(arg(a, o)?, arg(a, o + 1)?, Some(arg(a, o + 4)?))?;
             asks.push(Ask {
                 policy: p,
                 cost: num(arg(a, o + 2)?)?,
@@ -676,7 +711,8 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `RL.PEEK 1 bucket now`: peek.lua, read-only: the bucket's milli-tokens and stamp (nil when
-/// missing) and the time, for the client's core to answer from.
+/// missing), the time, its policy's code and its previous window's milli-tokens, for the
+/// client's core to answer from.
 fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, &args, |ctx, keys, a| {
         let now = now_of(arg(a, 0)?)?;
@@ -689,11 +725,15 @@ fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 RedisValue::BulkString(s.bucket.tokens.to_string()),
                 RedisValue::BulkString(s.bucket.stamp.to_string()),
                 now,
+                RedisValue::Integer(i64::from(s.bucket.kind.code())),
+                RedisValue::BulkString(s.bucket.prev.to_string()),
             ])),
             Read::Missing => Ok(RedisValue::Array(vec![
                 RedisValue::Null,
                 RedisValue::Null,
                 now,
+                RedisValue::Integer(0),
+                RedisValue::BulkString("0".into()),
             ])),
         }
     })
@@ -704,6 +744,7 @@ fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, &args, |ctx, keys, a| {
         let now = now_of(arg(a, 0)?)?;
         let (lk, id) = (&keys[0], arg(a, 1)?);
+        first_on(ctx, "leases", lk, KeyType::ZSet)?;
         let e = read(ctx, "ZSCORE", &[lk.as_slice(), id.as_slice()])?;
         let live = text(&e)
             .and_then(number)

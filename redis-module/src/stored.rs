@@ -1,12 +1,12 @@
 //! A bucket's stored value, exactly as the scripts read and write it (`format_bucket` and
 //! `parse_bucket` of bucket.lua): one string, milli-tokens, stamp, full again at, last
 //! decision, then its allowed, rate-denied and inflight-denied counts, in decimal, separated by
-//! one space. Read and written with the key API (no command round trip inside Redis): the
-//! decision's hot path is this GET and this SET.
-//!
-//! A new kind of policy (issue 23's windows) with a value of its own is one more variant here.
+//! one space; a window (or any state with a previous window) adds its policy's code and the
+//! previous window's milli-tokens, a token bucket keeps the 7 fields older builds read. Read and
+//! written with the key API (no command round trip inside Redis): the decision's hot path is
+//! this GET and this SET.
 
-use ratelimit::core::bucket::Bucket;
+use ratelimit::core::bucket::{Bucket, Kind};
 use redis_module::key::RedisKeyWritable;
 use redis_module::raw::KeyType;
 use redis_module::{Context, RedisError, RedisString};
@@ -28,36 +28,50 @@ pub enum Read {
     Damaged,
 }
 
-/// `^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$`, the pattern of bucket.lua.
+/// `^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)(.*)$` and, when something follows,
+/// `^ ([012]) (%d+)$`: the patterns of bucket.lua's `parse_bucket`.
 pub fn parse(v: &[u8]) -> Option<Stored> {
-    let mut f = v.split(|&b| b == b' ');
-    let mut field = |signed: bool| -> Option<&[u8]> {
-        let x = f.next()?;
-        let digits = match x {
-            [b'-', rest @ ..] if signed => rest,
-            _ => x,
-        };
-        (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then_some(x)
-    };
-    let unsigned = |x: &[u8]| std::str::from_utf8(x).ok()?.parse::<u64>().ok();
-    let signed = |x: &[u8]| std::str::from_utf8(x).ok()?.parse::<i64>().ok();
-    let tokens = unsigned(field(false)?)?;
-    let stamp = signed(field(true)?)?;
-    let full_at = signed(field(true)?)?;
-    let used_at = signed(field(true)?)?;
-    let counts = [
-        unsigned(field(false)?)?,
-        unsigned(field(false)?)?,
-        unsigned(field(false)?)?,
-    ];
-    if f.next().is_some() {
+    // The fields in place (no allocation on a decision's path).
+    let mut f: [&[u8]; 9] = [&[]; 9];
+    let mut n = 0;
+    for part in v.split(|&b| b == b' ') {
+        *f.get_mut(n)? = part;
+        n += 1;
+    }
+    if n != 7 && n != 9 {
         return None;
     }
+    let digits = |x: &[u8]| !x.is_empty() && x.iter().all(u8::is_ascii_digit);
+    let unsigned = |x: &[u8]| {
+        digits(x)
+            .then(|| std::str::from_utf8(x).ok()?.parse::<u64>().ok())
+            .flatten()
+    };
+    let signed = |x: &[u8]| {
+        let d = x.strip_prefix(b"-").unwrap_or(x);
+        digits(d)
+            .then(|| std::str::from_utf8(x).ok()?.parse::<i64>().ok())
+            .flatten()
+    };
+    let (mut kind, mut prev) = (Kind::TokenBucket, 0);
+    if n == 9 {
+        // One digit, 0 to 2 (Lua's `[012]`), then the previous window's milli-tokens.
+        kind = match f[7] {
+            [c @ b'0'..=b'2'] => Kind::from_code(i64::from(c - b'0'))?,
+            _ => return None,
+        };
+        prev = unsigned(f[8])?;
+    }
     Some(Stored {
-        bucket: Bucket { tokens, stamp },
-        full_at,
-        used_at,
-        counts,
+        bucket: Bucket {
+            tokens: unsigned(f[0])?,
+            stamp: signed(f[1])?,
+            prev,
+            kind,
+        },
+        full_at: signed(f[2])?,
+        used_at: signed(f[3])?,
+        counts: [unsigned(f[4])?, unsigned(f[5])?, unsigned(f[6])?],
     })
 }
 
@@ -68,8 +82,8 @@ pub fn format(s: &Stored) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// The longest value: 7 numbers of at most 20 characters, 6 spaces.
-const MAX_LEN: usize = 7 * 20 + 6;
+/// The longest value: 9 numbers of at most 20 characters, 8 spaces.
+const MAX_LEN: usize = 9 * 20 + 8;
 
 /// Writes the value into `out` (decimal by hand: `format!` was a tenth of a decision's time).
 fn put(out: &mut Vec<u8>, s: &Stored) {
@@ -81,8 +95,17 @@ fn put(out: &mut Vec<u8>, s: &Stored) {
         (false, s.counts[0]),
         (false, s.counts[1]),
         (false, s.counts[2]),
+        // A window's policy and previous window (format_bucket: only when not a plain token
+        // bucket).
+        (false, u64::from(s.bucket.kind.code())),
+        (false, s.bucket.prev),
     ];
-    for (i, (negative, mut v)) in fields.into_iter().enumerate() {
+    let n = if s.bucket.kind == Kind::TokenBucket && s.bucket.prev == 0 {
+        7
+    } else {
+        9
+    };
+    for (i, (negative, mut v)) in fields.into_iter().take(n).enumerate() {
         if i > 0 {
             out.push(b' ');
         }
@@ -103,12 +126,16 @@ fn put(out: &mut Vec<u8>, s: &Stored) {
     }
 }
 
-/// `GET` of the bucket (an error for a key of another type, as GET's WRONGTYPE).
+/// `GET` of the bucket; a value of another type there is damaged (`get_bucket` of bucket.lua).
 pub fn read(ctx: &Context, key: &RedisString) -> Result<Read, RedisError> {
     let k = ctx.open_key(key);
-    match k.read()? {
-        None => Ok(Read::Missing),
-        Some(v) => Ok(parse(v).map_or(Read::Damaged, Read::Found)),
+    match k.key_type() {
+        KeyType::Empty => Ok(Read::Missing),
+        KeyType::String => match k.read()? {
+            None => Ok(Read::Missing),
+            Some(v) => Ok(parse(v).map_or(Read::Damaged, Read::Found)),
+        },
+        _ => Ok(Read::Damaged),
     }
 }
 
@@ -134,7 +161,8 @@ impl<'a> Opened<'a> {
             KeyType::String => {
                 Ok(parse(&self.k.as_string_dma()?).map_or(Read::Damaged, Read::Found))
             }
-            _ => Err(RedisError::WrongType),
+            // Another tenant's hash, list, set... at our name: damaged, as `get_bucket` says.
+            _ => Ok(Read::Damaged),
         }
     }
 
@@ -160,6 +188,11 @@ fn write_open(
     let mut value = Vec::with_capacity(MAX_LEN);
     put(&mut value, s);
     let ttl_ms = ttl_ms.max(1);
+    if !matches!(k.key_type(), KeyType::Empty | KeyType::String) {
+        // A damaged bucket of another type is replaced, as SET replaces it (replicated as the
+        // SET below, which replaces it on a replica too).
+        k.delete()?;
+    }
     // Written in place (a missing key is made a string by the access): no delete and insert
     // of the key, no new object, as SET would do.
     k.as_string_dma()?.write(&value)?;
@@ -202,10 +235,7 @@ mod tests {
     #[test]
     fn a_value_round_trips_through_its_text() {
         let s = Stored {
-            bucket: Bucket {
-                tokens: 4_000,
-                stamp: -5,
-            },
+            bucket: Bucket::tokens_at(4_000, -5),
             full_at: 1_700_000_012_000,
             used_at: 1_700_000_000_000,
             counts: [1, 2, 3],
@@ -215,11 +245,42 @@ mod tests {
     }
 
     #[test]
+    fn a_window_keeps_its_policy_and_previous_window_in_two_more_fields() {
+        let s = Stored {
+            bucket: Bucket {
+                tokens: 2_000,
+                stamp: 1_700_000_000_000,
+                prev: 3_000,
+                kind: Kind::SlidingWindow,
+            },
+            full_at: 1_700_000_020_000,
+            used_at: 1_700_000_000_500,
+            counts: [4, 5, 6],
+        };
+        assert_eq!(
+            format(&s),
+            "2000 1700000000000 1700000020000 1700000000500 4 5 6 2 3000"
+        );
+        assert_eq!(parse(format(&s).as_bytes()), Some(s));
+        let fixed = "0 10 20 10 1 0 0 1 0";
+        assert_eq!(
+            parse(fixed.as_bytes()).map(|s| s.bucket.kind),
+            Some(Kind::FixedWindow)
+        );
+        assert_eq!(format(&parse(fixed.as_bytes()).unwrap()), fixed);
+    }
+
+    #[test]
     fn what_the_scripts_would_call_damaged_is_refused() {
         for v in [
             "",
             "1 2 3 4 5 6",
             "1 2 3 4 5 6 7 8",
+            "1 2 3 4 5 6 7 3 0",
+            "1 2 3 4 5 6 7 1",
+            "1 2 3 4 5 6 7 1 -1",
+            "1 2 3 4 5 6 7 1 2 3",
+            "1 2 3 4 5 6 7 01 2",
             "-1 2 3 4 5 6 7",
             "1 2 3 4 -5 6 7",
             "1  2 3 4 5 6 7",
