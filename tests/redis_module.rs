@@ -5,20 +5,23 @@
 //!
 //! The servers are started by the test command (`./run-tests`, with `scripts/redis start module`
 //! and `module-cluster`), which passes their addresses in `RL_REDIS_MODULE_URL` and
-//! `RL_REDIS_MODULE_CLUSTER`; without them these tests fail, saying so.
+//! `RL_REDIS_MODULE_CLUSTER`; without them these tests fail, saying so. They need the
+//! `redis-servers` feature (`./run-tests 1` turns it on), as tests/redis_store.rs.
+
+#![cfg(feature = "redis-servers")]
 
 mod conformance;
 
-use conformance::{key, Backend, ManualClock, NONE, T0};
+use conformance::{key, none, Backend, ManualClock, T0};
 use proptest::prelude::*;
-use ratelimit::core::bucket::Policy;
+use ratelimit::core::bucket::{Kind as PolicyKind, Policy};
 use ratelimit::core::decision::{Ask, Request};
 use ratelimit::core::lease::LeaseToken;
 use ratelimit::core::request::{Kind, Limit, Terms};
 use ratelimit::core::subject::BucketKey;
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
-use ratelimit::storage::{system_clock, Clock, Store};
+use ratelimit::storage::{system_clock, Clock, ErrorKind, Reports, Store};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -141,7 +144,7 @@ fn the_module_decides_with_the_servers_clock_without_a_host_clock() {
     let mut s = m.store(None);
     let a = conformance::ask(2, 60_000, 0);
     assert_eq!(
-        s.acquire(&key(1), &a, 60_000, &NONE)
+        s.acquire(&key(1), &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .remaining,
@@ -192,11 +195,161 @@ fn a_damaged_bucket_is_replaced_and_fails_the_call_as_the_script_does() {
         .query(&mut admin())
         .unwrap();
     let e = s
-        .acquire(&key(1), &conformance::ask(5, 1_000, 0), 60_000, &NONE)
+        .acquire(&key(1), &conformance::ask(5, 1_000, 0), 60_000, &mut none())
         .unwrap_err();
-    assert_eq!(e.kind(), ratelimit::storage::ErrorKind::Corrupt, "{e}");
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
     let stored: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
     assert_eq!(stored, format!("0 {T0} {} {T0} 0 0 0", T0 + 1_000));
+}
+
+/// `ask` for `limit` per minute under `kind`.
+fn window_ask(kind: PolicyKind, limit: u64) -> Ask {
+    Ask::new(Policy::new(limit, 60_000).unwrap().with_kind(kind), 1, 0)
+}
+
+/// Takes from key(7) until denied with `s`; how many were admitted (at most `limit + 1` calls).
+fn admitted_by(s: &mut RedisStore, a: &Ask, limit: u64) -> u64 {
+    (0..=limit)
+        .map(|_| {
+            u64::from(
+                s.acquire(&key(7), a, 60_000, &mut none())
+                    .unwrap()
+                    .verdict
+                    .allowed,
+            )
+        })
+        .sum()
+}
+
+#[test]
+fn a_window_written_by_the_scripts_is_read_as_a_window_by_the_module() {
+    for kind in [PolicyKind::FixedWindow, PolicyKind::SlidingWindow] {
+        let m = Module::new();
+        let clock = ManualClock::at(T0);
+        let mut script = m.store(Some(clock.clock())).scripts_only();
+        let mut module = m.store(Some(clock.clock()));
+        let a = window_ask(kind, 3);
+        for _ in 0..2 {
+            assert!(
+                script
+                    .acquire(&key(7), &a, 60_000, &mut none())
+                    .unwrap()
+                    .verdict
+                    .allowed
+            );
+        }
+        let b = name(&m.prefix, &key(7), "b", &key(7).bucket);
+        let v: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
+        assert_eq!(
+            v.split(' ').count(),
+            9,
+            "{kind:?}: a window's 9 fields: {v}"
+        );
+        // The window's 2 used tokens are not 2 held ones: 1 more, then denied.
+        assert_eq!(admitted_by(&mut module, &a, 3), 1, "{kind:?}");
+        let v: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
+        assert_eq!(
+            v.split(' ').nth(7),
+            Some(kind.code().to_string().as_str()),
+            "{kind:?}: the module keeps the policy: {v}"
+        );
+        // A token bucket's call through the module converts the spent window (nothing
+        // available), as the scripts do: a misread would find 3 tokens there.
+        let tb = window_ask(PolicyKind::TokenBucket, 3);
+        assert!(
+            !module
+                .acquire(&key(7), &tb, 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed
+        );
+        let v: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
+        assert_eq!(
+            v.split(' ').count(),
+            7,
+            "{kind:?}: a token bucket's 7 fields: {v}"
+        );
+    }
+}
+
+#[test]
+fn a_window_written_by_the_module_is_read_as_a_window_by_the_scripts() {
+    for kind in [PolicyKind::FixedWindow, PolicyKind::SlidingWindow] {
+        let m = Module::new();
+        let clock = ManualClock::at(T0);
+        let mut module = m.store(Some(clock.clock()));
+        let mut script = m.store(Some(clock.clock())).scripts_only();
+        let a = window_ask(kind, 3);
+        for _ in 0..2 {
+            assert!(
+                module
+                    .acquire(&key(7), &a, 60_000, &mut none())
+                    .unwrap()
+                    .verdict
+                    .allowed
+            );
+        }
+        assert_eq!(admitted_by(&mut script, &a, 3), 1, "{kind:?}");
+        // Peeks agree on the spent window, and so does a token bucket's call by the scripts.
+        let p = a.policy;
+        assert_eq!(
+            module.peek(&key(7), &p, &mut none()).unwrap(),
+            script.peek(&key(7), &p, &mut none()).unwrap(),
+            "{kind:?}"
+        );
+        let tb = window_ask(PolicyKind::TokenBucket, 3);
+        assert!(
+            !script
+                .acquire(&key(7), &tb, 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed
+        );
+        // A minute on, the window (now a token bucket again) refilled: 3 by the module.
+        clock.set(T0 + 60_000);
+        assert_eq!(admitted_by(&mut module, &tb, 3), 3, "{kind:?}");
+    }
+}
+
+#[test]
+fn a_value_of_another_type_is_damaged_for_the_module_as_for_the_scripts() {
+    // Another tenant's hash at a bucket's name, a list at its leases', a set at a request
+    // record's: each call fails once as damaged, and both paths leave the same state.
+    let clock = ManualClock::at(T0);
+    let mut left = Vec::new();
+    for by_module in [true, false] {
+        let m = Module::new();
+        let s = m.store(Some(clock.clock()));
+        let mut s = if by_module { s } else { s.scripts_only() };
+        let k = key(8);
+        let mut c = admin();
+        let b = name(&m.prefix, &k, "b", &k.bucket);
+        let l = name(&m.prefix, &k, "l", &k.bucket);
+        let _: () = redis::cmd("HSET")
+            .arg(&b)
+            .arg("f")
+            .arg("v")
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("RPUSH").arg(&l).arg("x").query(&mut c).unwrap();
+        let a = Ask::new(Policy::new(2, 60_000).unwrap(), 1, 1);
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            answers.push(match s.acquire(&k, &a, 60_000, &mut none()) {
+                Ok(r) => format!("allowed {}", r.verdict.allowed),
+                Err(e) => format!("{:?}", e.kind()),
+            });
+        }
+        let v: String = redis::cmd("GET").arg(&b).query(&mut c).unwrap();
+        let t: String = redis::cmd("TYPE").arg(&l).query(&mut c).unwrap();
+        left.push((answers, v, t));
+    }
+    assert_eq!(left[0], left[1], "the module, then the scripts");
+    assert_eq!(
+        left[0].0,
+        ["Corrupt", "Corrupt", "allowed false"],
+        "the leases deleted, then the bucket replaced by an empty one"
+    );
 }
 
 // ---- the module against the scripts ----
@@ -207,6 +360,7 @@ enum Op {
     Advance(i64),
     Acquire {
         k: usize,
+        kind: PolicyKind,
         limit: u64,
         per_ms: u64,
         cost: u64,
@@ -216,17 +370,23 @@ enum Op {
     },
     AcquireAll {
         ks: Vec<usize>,
-        limits: Vec<(u64, u64, u64, bool)>,
+        limits: Vec<(PolicyKind, u64, u64, u64, bool)>,
         inflight: u64,
         request: Option<(u8, u32)>,
     },
     Peek {
         k: usize,
+        kind: PolicyKind,
         limit: u64,
         per_ms: u64,
     },
     Release(usize),
     Reset(usize),
+}
+
+/// Any policy: calls on one bucket change it now and then, as an operator's change would.
+fn kind() -> impl Strategy<Value = PolicyKind> {
+    proptest::sample::select(PolicyKind::ALL.to_vec())
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -235,7 +395,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (-3_000i64..20_000).prop_map(Op::Advance),
         (
-            0usize..3,
+            (0usize..3, kind()),
             1u64..6,
             per.clone(),
             1u64..3,
@@ -244,8 +404,9 @@ fn op() -> impl Strategy<Value = Op> {
             request.clone()
         )
             .prop_map(
-                |(k, limit, per_ms, cost, inflight, dry_run, request)| Op::Acquire {
+                |((k, kind), limit, per_ms, cost, inflight, dry_run, request)| Op::Acquire {
                     k,
+                    kind,
                     limit,
                     per_ms,
                     cost,
@@ -256,7 +417,7 @@ fn op() -> impl Strategy<Value = Op> {
             ),
         (
             proptest::sample::subsequence(vec![0usize, 1, 2], 1..=3),
-            proptest::collection::vec((1u64..6, per.clone(), 1u64..3, any::<bool>()), 3),
+            proptest::collection::vec((kind(), 1u64..6, per.clone(), 1u64..3, any::<bool>()), 3),
             0u64..3,
             request,
         )
@@ -269,20 +430,38 @@ fn op() -> impl Strategy<Value = Op> {
                     request,
                 }
             }),
-        (0usize..3, 1u64..6, per).prop_map(|(k, limit, per_ms)| Op::Peek { k, limit, per_ms }),
+        (0usize..3, kind(), 1u64..6, per).prop_map(|(k, kind, limit, per_ms)| Op::Peek {
+            k,
+            kind,
+            limit,
+            per_ms
+        }),
         (0usize..8).prop_map(Op::Release),
         (0usize..3).prop_map(Op::Reset),
     ]
 }
 
-/// A stored value to start from: a bucket (tokens possibly above a small policy's capacity,
-/// stamps around T0, counts), or a value ratelimit did not write.
+/// A stored value to start from: a token bucket in its 7 fields (tokens possibly above a small
+/// policy's capacity, stamps around T0, counts), a window in its 9 (its policy's code and its
+/// previous window's milli-tokens after them), or a value ratelimit did not write (a window's
+/// with a policy code that does not exist among them).
 fn start_value() -> impl Strategy<Value = Option<String>> {
+    let fields =
+        (0u64..7_000, -5_000i64..5_000, 0u64..4, 0u64..4, 0u64..4).prop_map(|(t, ds, a, d, i)| {
+            format!(
+                "{t} {} {} {} {a} {d} {i}",
+                T0 + ds,
+                T0 + ds + 1_000,
+                T0 + ds
+            )
+        });
     proptest::option::of(prop_oneof![
-        9 => (0u64..7_000, -5_000i64..5_000, 0u64..4, 0u64..4, 0u64..4).prop_map(
-            |(t, ds, a, d, i)| format!("{t} {} {} {} {a} {d} {i}", T0 + ds, T0 + ds + 1_000, T0 + ds)
-        ),
+        5 => fields.clone(),
+        // A fixed window's previous window is always 0 (no write makes another).
+        2 => fields.clone().prop_map(|f| format!("{f} 1 0")),
+        2 => (fields, 0u64..7_000).prop_map(|(f, prev)| format!("{f} 2 {prev}")),
         1 => Just("garbage".to_string()),
+        1 => Just(format!("0 {T0} {T0} {T0} 0 0 0 3 0")),
     ])
 }
 
@@ -295,10 +474,21 @@ fn bucket(k: usize) -> BucketKey {
     }
 }
 
-fn ask_of(limit: u64, per_ms: u64, cost: u64, inflight: u64, dry_run: bool) -> Ask {
+fn ask_of(
+    kind: PolicyKind,
+    limit: u64,
+    per_ms: u64,
+    cost: u64,
+    inflight: u64,
+    dry_run: bool,
+) -> Ask {
     Ask {
         dry_run,
-        ..Ask::new(Policy::new(limit, per_ms).unwrap(), cost, inflight)
+        ..Ask::new(
+            Policy::new(limit, per_ms).unwrap().with_kind(kind),
+            cost,
+            inflight,
+        )
     }
 }
 
@@ -318,6 +508,7 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
         Op::Advance(_) => return String::new(),
         Op::Acquire {
             k,
+            kind,
             limit,
             per_ms,
             cost,
@@ -325,14 +516,14 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
             dry_run,
             request,
         } => {
-            let a = ask_of(*limit, *per_ms, *cost, *inflight, *dry_run);
+            let a = ask_of(*kind, *limit, *per_ms, *cost, *inflight, *dry_run);
             let l = [Limit {
                 scope: "s",
                 policy: a.policy,
                 cost: *cost,
             }];
             let a = with_request(a, Kind::Acquire, &l, *request);
-            s.acquire(&bucket(*k), &a, 5_000, &NONE).map(|r| {
+            s.acquire(&bucket(*k), &a, 5_000, &mut none()).map(|r| {
                 tokens.extend(r.lease);
                 format!("{:?} lease {}", r.verdict, r.lease.is_some())
             })
@@ -346,7 +537,9 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
             let mut asks: Vec<Ask> = limits
                 .iter()
                 .enumerate()
-                .map(|(i, &(l, p, c, d))| ask_of(l, p, c, if i == 0 { *inflight } else { 0 }, d))
+                .map(|(i, &(kind, l, p, c, d))| {
+                    ask_of(kind, l, p, c, if i == 0 { *inflight } else { 0 }, d)
+                })
                 .collect();
             let scopes = ["a", "b", "c"];
             let ls: Vec<Limit> = asks
@@ -360,7 +553,7 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
                 .collect();
             asks[0] = with_request(asks[0], Kind::AcquireAll, &ls, *request);
             let keys: Vec<BucketKey> = ks.iter().map(|&k| bucket(k)).collect();
-            s.acquire_all(&keys, &asks, 5_000, &NONE).map(|r| {
+            s.acquire_all(&keys, &asks, 5_000, &mut none()).map(|r| {
                 tokens.extend(r.lease);
                 format!(
                     "{:?} {:?} reported {} lease {}",
@@ -371,14 +564,27 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
                 )
             })
         }
-        Op::Peek { k, limit, per_ms } => s
-            .peek(&bucket(*k), &Policy::new(*limit, *per_ms).unwrap())
+        Op::Peek {
+            k,
+            kind,
+            limit,
+            per_ms,
+        } => s
+            .peek(
+                &bucket(*k),
+                &Policy::new(*limit, *per_ms).unwrap().with_kind(*kind),
+                &mut none(),
+            )
             .map(|v| format!("{v:?}")),
         Op::Release(i) => match tokens.get(*i) {
-            Some(t) => s.release(&[*t], &NONE).map(|n| format!("released {n}")),
+            Some(t) => s
+                .release(&[*t], &mut none())
+                .map(|n| format!("released {n}")),
             None => return "no token".into(),
         },
-        Op::Reset(k) => s.reset(&bucket(*k), &NONE).map(|b| format!("reset {b}")),
+        Op::Reset(k) => s
+            .reset(&bucket(*k), &mut none())
+            .map(|b| format!("reset {b}")),
     };
     out.unwrap_or_else(|e| format!("error {:?}", e.kind()))
 }
@@ -502,21 +708,26 @@ fn half_the_calls_by_the_module_and_half_by_the_scripts_admit_exactly_the_limit(
         } else {
             &mut by_script
         };
-        admitted += u64::from(s.acquire(&k, &a, 60_000, &NONE).unwrap().verdict.allowed);
+        admitted += u64::from(
+            s.acquire(&k, &a, 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed,
+        );
     }
     assert_eq!(admitted, 10);
     // 6 s later: exactly one token more, whichever path asks.
     clock.set(T0 + 6_000);
     assert!(
         by_script
-            .acquire(&k, &a, 60_000, &NONE)
+            .acquire(&k, &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed
     );
     assert!(
         !by_module
-            .acquire(&k, &a, 60_000, &NONE)
+            .acquire(&k, &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed
@@ -632,7 +843,7 @@ fn a_server_restarted_with_the_module_is_used_from_the_next_connection() {
     );
     let a = conformance::ask(3, 60_000, 0);
     assert!(
-        s.acquire(&key(1), &a, 60_000, &NONE)
+        s.acquire(&key(1), &a, 60_000, &mut none())
             .unwrap()
             .verdict
             .allowed
@@ -641,10 +852,10 @@ fn a_server_restarted_with_the_module_is_used_from_the_next_connection() {
     drop(plain);
     let _with = OwnServer::start(dir.path(), Some(&module_so()));
     assert!(
-        s.acquire(&key(1), &a, 60_000, &NONE).is_err(),
+        s.acquire(&key(1), &a, 60_000, &mut none()).is_err(),
         "the lost connection"
     );
-    let v = s.acquire(&key(1), &a, 60_000, &NONE).unwrap().verdict;
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
     assert_eq!(
         (v.allowed, v.remaining),
         (true, 2),
