@@ -1,5 +1,5 @@
 --TEST--
-ratelimit_stats()['redis_path'] says how decisions reach Redis: "module" on a server started with --loadmodule libratelimit_redis.so (the native commands, detected at connect), "script" on one without; both admit exactly the limit
+ratelimit_stats()['redis_path'] says how decisions reach Redis: "module" on a server started with --loadmodule libratelimit_redis.so (the native commands, detected at connect), "script" on one without; both admit exactly the limit, under every policy
 --EXTENSIONS--
 ratelimit
 --SKIPIF--
@@ -22,6 +22,10 @@ foreach (['module' => ['--loadmodule', $so], 'plain' => []] as $name => $extra) 
     echo "$name server up: ", var_export(file_exists($sock), true), "\n";
 }
 $code = '$n = 0; for ($i = 0; $i < 8; $i++) { $n += (int) ratelimit_acquire("x", 5, 60)->allowed; }'
+    // The windows too (the module computes every policy).
+    . ' foreach (["fixed_window", "sliding_window"] as $p) { $w = 0;'
+    . ' for ($i = 0; $i < 5; $i++) { $w += (int) ratelimit_acquire("w", 3, 60, scope: $p, policy: $p)->allowed; }'
+    . ' echo "$p $w of 5, "; }'
     . ' echo $n, " admitted of 8, redis_path ", ratelimit_stats()["redis_path"], "\n";';
 foreach (['module', 'plain'] as $name) {
     $r = rl_run(['ratelimit.redis_url' => "unix://$dir/$name.sock"], $code);
@@ -40,5 +44,5 @@ rl_clean('redis_path_module_or_script');
 --EXPECT--
 module server up: true
 plain server up: true
-module: 5 admitted of 8, redis_path module
-plain: 5 admitted of 8, redis_path script
+module: fixed_window 3 of 5, sliding_window 3 of 5, 5 admitted of 8, redis_path module
+plain: fixed_window 3 of 5, sliding_window 3 of 5, 5 admitted of 8, redis_path script
