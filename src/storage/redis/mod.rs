@@ -254,16 +254,19 @@ impl RedisStore {
         }
     }
 
-    /// Runs one script invocation. A server that refuses `TIME` in scripts fails it before any
-    /// write: this connection then decides with the host's clock from now on, said once in the
-    /// log, and the call is made again (it did nothing).
+    /// Runs one script invocation by `deadline`. A server that refuses `TIME` in scripts fails
+    /// it before any write: this connection then decides with the host's clock from now on, said
+    /// once in the log, and the call is made again (it did nothing).
     fn run<T: redis::FromRedisValue>(
         &mut self,
         key: &str,
+        deadline: std::time::Instant,
         build: impl Fn(&str) -> redis::ScriptInvocation<'static>,
     ) -> Result<T, StoreError> {
         let now = self.now_arg();
-        let first = self.conn.call(Route::Key(key), |c| build(&now).invoke(c));
+        let first = self
+            .conn
+            .call_by(deadline, Route::Key(key), |c| build(&now).invoke(c));
         match first {
             Err(e)
                 if matches!(self.time, Time::Server)
@@ -279,16 +282,17 @@ impl RedisStore {
         }
     }
 
-    /// Runs a script of the decision's: its keys, then the time (see [`Self::now_arg`]), then
-    /// its arguments.
+    /// Runs a script of the decision's by `deadline` (the decision's: see `module.rs`): its
+    /// keys, then the time (see [`Self::now_arg`]), then its arguments.
     fn eval<T: redis::FromRedisValue>(
         &mut self,
         script: &'static Script,
         keys: &[String],
         args: &[String],
+        deadline: std::time::Instant,
     ) -> Result<T, StoreError> {
         // A script's keys share one slot (see `tagged`): the first routes it.
-        self.run(keys.first().map_or("", String::as_str), |now| {
+        self.run(keys.first().map_or("", String::as_str), deadline, |now| {
             let mut inv = script.prepare_invoke();
             for k in keys {
                 inv.key(k);
@@ -818,7 +822,8 @@ impl KeyRecords for RedisStore {
         let (fp, path, host) = (hex(&new.fingerprint), new.path.clone(), new.host.clone());
         let since = new.since_ms;
         // Through `run`: a server that refuses TIME in scripts makes it stamp the host's time.
-        let n: u64 = self.run(&key.clone(), move |now| {
+        let deadline = std::time::Instant::now() + self.conn.timeout();
+        let n: u64 = self.run(&key.clone(), deadline, move |now| {
             let since = match since {
                 STAMP_NOW if now.is_empty() => "now".to_string(),
                 STAMP_NOW => now.to_string(),
