@@ -1,5 +1,5 @@
 --TEST--
-ratelimit_stats(): the eighteen counters and gauges, host-wide (shared with other processes), the backend, the breaker's state and whether they are partial (false while the store can be read)
+ratelimit_stats(): the eighteen counters and gauges, host-wide (shared with other processes), the backend, the breaker's state, whether they are partial (false while the store can be read) and, with Redis, the path its decisions take
 --EXTENSIONS--
 ratelimit
 --FILE--
@@ -8,12 +8,16 @@ require __DIR__ . '/_helpers.inc';
 rl_isolate();
 
 $s = ratelimit_stats();
+// redis_path: with the Redis backend only, "module" or "script" (php-tests/redis-backend/).
+echo "redis_path: ", var_export(ini_get('ratelimit.backend') === 'redis'
+    ? in_array($s['redis_path'] ?? null, ['module', 'script'], true) : !array_key_exists('redis_path', $s), true), "\n";
+unset($s['redis_path']);
 $keys = array_keys($s);
 sort($keys);
 echo implode(',', $keys), "\n";
 echo "backend: ", var_export($s['backend'] === ini_get('ratelimit.backend'), true), ", breaker: {$s['breaker']}, partial: ", var_export($s['partial'], true), "\n";
 // The numbers, without the two words and the flag.
-function numbers(array $s): array { unset($s['backend'], $s['breaker'], $s['partial']); ksort($s); return $s; }
+function numbers(array $s): array { unset($s['backend'], $s['breaker'], $s['partial'], $s['redis_path']); ksort($s); return $s; }
 $n = numbers($s);
 echo "all int: ", var_export(count($n) === 18 && array_sum(array_map('is_int', $n)) === 18, true), ", all zero: ", var_export(array_sum($n) === 0, true), "\n";
 
@@ -30,7 +34,7 @@ foreach (numbers(ratelimit_stats()) as $k => $v) echo "$k=$v\n";
 rl_pause(1.1);
 ratelimit_stats();
 echo "-- another process counts in the same file\n";
-$r = rl_run([], 'ratelimit_acquire("a", 2, 60); ratelimit_acquire("z", 2, 60); $s = ratelimit_stats(); unset($s["backend"], $s["breaker"], $s["partial"]); ksort($s); echo json_encode($s), "\n";');
+$r = rl_run([], 'ratelimit_acquire("a", 2, 60); ratelimit_acquire("z", 2, 60); $s = ratelimit_stats(); unset($s["backend"], $s["breaker"], $s["partial"], $s["redis_path"]); ksort($s); echo json_encode($s), "\n";');
 echo trim($r['out']), "\n";
 $s = ratelimit_stats();
 echo "parent sees: allowed={$s['allowed']} denied_rate={$s['denied_rate']} entries={$s['entries']} live_leases={$s['live_leases']}\n";
@@ -43,6 +47,7 @@ require __DIR__ . '/_helpers.inc';
 rl_clean('stats_counters');
 ?>
 --EXPECT--
+redis_path: true
 allowed,backend,breaker,clock_regressions,denied_in_progress,denied_inflight,denied_rate,dry_run_denied,entries,evicted,fallback_decisions,fallback_switches,keys_migrated,leases_expired,live_leases,partial,redis_errors,reopened,retries,storage_errors,unavailable
 backend: true, breaker: closed, partial: false
 all int: true, all zero: true

@@ -375,13 +375,16 @@ namespace {
      * - entries (gauge): buckets stored now
      * - live_leases (gauge): leases live now
      * - backend: "sqlite" or "redis" (ratelimit.backend)
+     * - redis_path (redis only): "module" when the server has the native commands of
+     *   libratelimit_redis.so (`redis-server --loadmodule`), "script" when decisions run as Lua
+     *   scripts
      * - breaker: the host's breaker in front of the primary store, "closed", "open" or
      *   "half-open" ("closed" when there is none, as for SQLite)
      * - partial: true while the store cannot be read (Redis down, the file busy): the counts are
      *   then only what this host (its local fallback's file) and this worker know, and the
      *   gauges may be 0; never an exception for that
      *
-     * @return array{allowed: int, denied_rate: int, denied_inflight: int, denied_in_progress: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, breaker: string, partial: bool}
+     * @return array{allowed: int, denied_rate: int, denied_inflight: int, denied_in_progress: int, unavailable: int, leases_expired: int, evicted: int, clock_regressions: int, keys_migrated: int, reopened: int, storage_errors: int, dry_run_denied: int, retries: int, redis_errors: int, fallback_switches: int, fallback_decisions: int, entries: int, live_leases: int, backend: string, redis_path?: string, breaker: string, partial: bool}
      *
      * @throws \RateLimit\Exception database not creatable or not ours; Redis refusing the settings
      */

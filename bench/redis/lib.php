@@ -6,6 +6,7 @@
 //   floor      EVALSHA of `return 1` with one key (the subject's): one round trip, nothing decided
 //   peer       a careful PHP token bucket: phpredis + one Lua script (below)
 //   ratelimit  ratelimit_acquire() with ratelimit.backend=redis (php.ini, set by bench/redis/run)
+//   module     the same, on a server with the native commands (ratelimit_stats()['redis_path'])
 declare(strict_types=1);
 require_once __DIR__ . '/../lib/common.php';  // bench_subject(), q_sorted()
 
@@ -13,6 +14,7 @@ const REDIS_PEERS = [
     'floor' => '*floor: EVALSHA `return 1` from PHP (phpredis)*',
     'peer' => 'PHP token bucket: phpredis + one Lua script',
     'ratelimit' => '**ratelimit** (backend=redis)',
+    'module' => '**ratelimit**, native commands (`--loadmodule libratelimit_redis.so`)',
 ];
 
 /**
@@ -134,6 +136,7 @@ function redis_peer(string $name, array $o): object
                 }
             };
         case 'ratelimit':
+        case 'module':
             if (!function_exists('ratelimit_acquire')) {
                 throw new RuntimeException('the ratelimit extension is not loaded');
             }
@@ -142,6 +145,12 @@ function redis_peer(string $name, array $o): object
             if (array_key_exists('backend', $st) && $st['backend'] !== 'redis') {
                 throw new RuntimeException('ratelimit_stats()["backend"] is ' . var_export($st['backend'], true)
                     . ', not "redis": ratelimit.backend is not redis');
+            }
+            // The path measured must be the one named: the module's commands, or the scripts.
+            $path = $st['redis_path'] ?? null;
+            if (($name === 'module' || $path !== null) && $path !== ($name === 'module' ? 'module' : 'script')) {
+                throw new RuntimeException("ratelimit_stats()[\"redis_path\"] is " . var_export($path, true)
+                    . ' for the peer ' . $name);
             }
             return new class ($o['limit'], $o['per']) {
                 public int $unavailable = 0;

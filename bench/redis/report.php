@@ -70,7 +70,9 @@ if (is_file($csv) && ($rows = array_map('str_getcsv', file($csv, FILE_IGNORE_NEW
 }
 $fs = res($run, 'single-single-floor');
 $fc = res($run, 'single-cluster-floor');
-foreach (REDIS_PEERS as $peer => $label) {
+// The module is measured in the interleaved rounds only (their section follows the report).
+$sequential = array_diff_key(REDIS_PEERS, ['module' => 1]);
+foreach ($sequential as $peer => $label) {
     $s = res($run, "single-single-$peer");
     $c = res($run, "single-cluster-$peer");
     if (!$s || isset($s['not_measured']) || !isset($s['median'])) {
@@ -93,7 +95,7 @@ $md[] = '';
 $md[] = '| Peer | topology, subjects | decisions/s (all) | p50 µs | p99 µs | max ms | admitted / policy allows |';
 $md[] = '| --- | --- | ---: | ---: | ---: | ---: | --- |';
 foreach ([['single', 'same'], ['single', 'distinct'], ['cluster', 'same']] as [$topo, $mode]) {
-    foreach (REDIS_PEERS as $peer => $label) {
+    foreach ($sequential as $peer => $label) {
         $r = res($run, "contend-$topo-$mode-$peer");
         $what = "$topo, " . ($mode === 'same' ? 'one subject' : 'one subject each');
         if (!$r || !isset($r['per_s']) || $r['failed_procs'] > 0 || $r['n'] === 0) {

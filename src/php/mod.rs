@@ -322,6 +322,12 @@ extern "C" fn ratelimit_stats(ex: &mut ExecuteData, retval: &mut Zval) {
         table
             .insert("backend", config.backend.as_str())
             .map_err(internal)?;
+        if config.backend.as_str() == "redis" {
+            // Whether decisions use the module's native commands or the scripts (issue 24).
+            table
+                .insert("redis_path", crate::storage::redis::path_name())
+                .map_err(internal)?;
+        }
         table
             .insert("breaker", breaker_state(&s).as_str())
             .map_err(internal)?;

@@ -15,9 +15,11 @@
 
 mod conn;
 mod link;
+mod module;
 mod resolve;
 
 pub use conn::Target;
+pub use module::path_name;
 
 use crate::core::bucket::{Bucket, Kind, Policy};
 use crate::core::counters::{Counters, Stats};
@@ -33,6 +35,7 @@ use crate::storage::{
     Reply, Reports, Store, StoreError,
 };
 use conn::{Conn, Route};
+use module::{Command, Path};
 use redis::Script;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -101,6 +104,8 @@ pub struct RedisStore {
     flushed_at: i64,
     flush_ms: i64,
     log: Arc<OpsLog>,
+    /// Native commands or scripts (see `module.rs`).
+    path: Path,
 }
 
 /// Lowercase hex, into one string allocated once (this runs several times per decision).
@@ -196,6 +201,7 @@ impl RedisStore {
             clock,
             pending: Counters::default(),
             log,
+            path: Path::Unknown,
         }
     }
 
@@ -248,16 +254,19 @@ impl RedisStore {
         }
     }
 
-    /// Runs one script invocation. A server that refuses `TIME` in scripts fails it before any
-    /// write: this connection then decides with the host's clock from now on, said once in the
-    /// log, and the call is made again (it did nothing).
+    /// Runs one script invocation by `deadline`. A server that refuses `TIME` in scripts fails
+    /// it before any write: this connection then decides with the host's clock from now on, said
+    /// once in the log, and the call is made again (it did nothing).
     fn run<T: redis::FromRedisValue>(
         &mut self,
         key: &str,
+        deadline: std::time::Instant,
         build: impl Fn(&str) -> redis::ScriptInvocation<'static>,
     ) -> Result<T, StoreError> {
         let now = self.now_arg();
-        let first = self.conn.call(Route::Key(key), |c| build(&now).invoke(c));
+        let first = self
+            .conn
+            .call_by(deadline, Route::Key(key), |c| build(&now).invoke(c));
         match first {
             Err(e)
                 if matches!(self.time, Time::Server)
@@ -273,16 +282,17 @@ impl RedisStore {
         }
     }
 
-    /// Runs a script of the decision's: its keys, then the time (see [`Self::now_arg`]), then
-    /// its arguments.
+    /// Runs a script of the decision's by `deadline` (the decision's: see `module.rs`): its
+    /// keys, then the time (see [`Self::now_arg`]), then its arguments.
     fn eval<T: redis::FromRedisValue>(
         &mut self,
         script: &'static Script,
         keys: &[String],
         args: &[String],
+        deadline: std::time::Instant,
     ) -> Result<T, StoreError> {
         // A script's keys share one slot (see `tagged`): the first routes it.
-        self.run(keys.first().map_or("", String::as_str), |now| {
+        self.run(keys.first().map_or("", String::as_str), deadline, |now| {
             let mut inv = script.prepare_invoke();
             for k in keys {
                 inv.key(k);
@@ -493,7 +503,7 @@ impl Store for RedisStore {
             replays,
             ask.policy.kind().code().to_string(),
         ];
-        let reply: AcquireReply = self.eval(&scripts().acquire, &keys, &args)?;
+        let reply: AcquireReply = self.step(Command::Acquire, &scripts().acquire, &keys, &args)?;
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
             reply;
         let fields = [
@@ -547,7 +557,8 @@ impl Store for RedisStore {
             args.push(u8::from(a.dry_run).to_string());
             args.push(a.policy.kind().code().to_string());
         }
-        let reply: AcquireAllReply = self.eval(&scripts().acquire_all, &names, &args)?;
+        let reply: AcquireAllReply =
+            self.step(Command::AcquireAll, &scripts().acquire_all, &names, &args)?;
         let (reported, flags, lease, expired, combined, each) = reply;
         let each = each
             .chunks(6)
@@ -598,12 +609,8 @@ impl Store for RedisStore {
         _: &mut Counters,
     ) -> Result<Verdict, StoreError> {
         let bucket = self.bucket_key(key);
-        let (tokens, stamp, now, kind, prev): (Option<u64>, Option<i64>, i64, i64, u64) = self
-            .run(&bucket, |now| {
-                let mut inv = scripts().peek.prepare_invoke();
-                inv.key(&bucket).arg(now);
-                inv
-            })?;
+        let (tokens, stamp, now, kind, prev): (Option<u64>, Option<i64>, i64, i64, u64) =
+            self.step(Command::Peek, &scripts().peek, &[bucket], &[])?;
         let kind = Kind::from_code(kind).unwrap_or_default();
         let stored = tokens.zip(stamp).map(|(tokens, stamp)| Bucket {
             tokens,
@@ -619,11 +626,7 @@ impl Store for RedisStore {
         for t in leases {
             let zset = self.leases_key(&t.key);
             let id = hex(&t.id.0);
-            let n: u64 = self.run(&zset, |now| {
-                let mut inv = scripts().release.prepare_invoke();
-                inv.key(&zset).arg(now).arg(&id);
-                inv
-            })?;
+            let n: u64 = self.step(Command::Release, &scripts().release, &[zset], &[id])?;
             freed += n;
         }
         self.note(&Counters::default(), carry);
@@ -632,9 +635,7 @@ impl Store for RedisStore {
 
     fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
         let keys = [self.bucket_key(key), self.leases_key(key)];
-        let n: u64 = self.conn.call(Route::Key(&keys[0]), |c| {
-            redis::cmd("DEL").arg(&keys[..]).query(c)
-        })?;
+        let n = self.forget(&keys)?;
         self.note(&Counters::default(), carry);
         Ok(n > 0)
     }
@@ -663,6 +664,8 @@ impl Reports for RedisStore {
     fn stats(&mut self) -> Result<Stats, StoreError> {
         let _ = self.flush_pending(true);
         let key = self.global("counters");
+        // `redis_path` of ratelimit_stats() is known once a connection asked.
+        let _ = self.ensure_detected(&key);
         let stored: std::collections::HashMap<String, u64> =
             damaged_is_none(self.conn.call(Route::Key(&key), |c| {
                 redis::cmd("HGETALL").arg(&key).query(c)
@@ -819,7 +822,8 @@ impl KeyRecords for RedisStore {
         let (fp, path, host) = (hex(&new.fingerprint), new.path.clone(), new.host.clone());
         let since = new.since_ms;
         // Through `run`: a server that refuses TIME in scripts makes it stamp the host's time.
-        let n: u64 = self.run(&key.clone(), move |now| {
+        let deadline = std::time::Instant::now() + self.conn.timeout();
+        let n: u64 = self.run(&key.clone(), deadline, move |now| {
             let since = match since {
                 STAMP_NOW if now.is_empty() => "now".to_string(),
                 STAMP_NOW => now.to_string(),

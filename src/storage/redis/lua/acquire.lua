@@ -14,18 +14,27 @@
 -- (No redis.replicate_commands(): a no-op from Redis 5 on that costs a third of the script. A
 -- server that refuses TIME before a write fails the call before it writes, and the client then
 -- decides with its own clock.)
-local now = now_ms(ARGV[1])
+-- A plain call (no slot, no request id) may pass its bucket alone, and now, limit, per_ms, cost,
+-- then '1' for a shadow scope and the policy code (both optional, '0' when left out): fewer keys
+-- and arguments for the server to parse and hand over (the other two keys are never touched by
+-- such a call). The native RL.ACQUIRE takes the same.
+local A = ARGV
+if #KEYS == 1 then
+  A = { ARGV[1], ARGV[2], ARGV[3], ARGV[4], '0', '0', '', ARGV[5] or '0', '0', '', '', '0',
+    ARGV[6] or '0' }
+end
+local now = now_ms(A[1])
 local GRACE_MS = 1000
-local limit, per, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) * MILLI
-local max_inflight, lease_ttl, lease_id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local request_ttl = tonumber(ARGV[9])
-local p = policy(limit, per, tonumber(ARGV[13]))
+local limit, per, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]) * MILLI
+local max_inflight, lease_ttl, lease_id = tonumber(A[5]), tonumber(A[6]), A[7]
+local request_ttl = tonumber(A[9])
+local p = policy(limit, per, tonumber(A[13]))
 
 -- A call with a request id: a replay or a retry in progress takes nothing and writes no
 -- bucket; either tells the bucket as it stands (what a peek would say). Judged by the
 -- decision's clock (the record's own key expires on the server's).
 if request_ttl > 0 then
-  local j, ends = judged_request(KEYS[3], KEYS[2], ARGV[10], ARGV[11], now)
+  local j, ends = judged_request(KEYS[3], KEYS[2], A[10], A[11], now)
   if j ~= 'fresh' then
     local t, s, _, _, _, _, _, k, pv = parse_bucket(get_bucket(KEYS[1]))
     if t == false then
@@ -41,7 +50,7 @@ if request_ttl > 0 then
       return { 0, remaining, 0, reset_after, next_token, 2, '', 0 }
     end
     local dry = 0
-    if ARGV[8] == '1' then
+    if A[8] == '1' then
       dry = 1
     end
     return { 3, remaining, math.max(0, ends - now), reset_after, next_token, dry, '', 0 }
@@ -75,7 +84,7 @@ elseif max_inflight > 0 and live >= max_inflight then
 else
   take(p, b, cost, now)
 end
-local dry = ARGV[8] == '1' and reason ~= 0
+local dry = A[8] == '1' and reason ~= 0
 
 local full_again = full_at(p, b)
 counts[reason + 1] = counts[reason + 1] + 1
@@ -104,7 +113,7 @@ if reason == 0 and request_ttl > 0 then
   if lease ~= '' then
     ttl = math.max(ttl, lease_ttl)
   end
-  remember_request(KEYS[3], ARGV[10], lease, ARGV[11], tonumber(ARGV[12]), now + ttl, now)
+  remember_request(KEYS[3], A[10], lease, A[11], tonumber(A[12]), now + ttl, now)
 end
 
 local flags = 0

@@ -1,0 +1,868 @@
+//! The Redis store on a server with the native commands (`redis-server --loadmodule
+//! libratelimit_redis.so`, issue 24): the conformance suite and the shared vectors through the
+//! module, and the module against the scripts: the same answers, stored values and counts on
+//! random states, and both paths mixed on the same buckets.
+//!
+//! The servers are started by the test command (`./run-tests`, with `scripts/redis start module`
+//! and `module-cluster`), which passes their addresses in `RL_REDIS_MODULE_URL` and
+//! `RL_REDIS_MODULE_CLUSTER`; without them these tests fail, saying so. They need the
+//! `redis-servers` feature (`./run-tests 1` turns it on), as tests/redis_store.rs.
+
+#![cfg(feature = "redis-servers")]
+
+mod conformance;
+
+use conformance::{key, none, Backend, ManualClock, T0};
+use proptest::prelude::*;
+use ratelimit::core::bucket::{Kind as PolicyKind, Policy};
+use ratelimit::core::decision::{Ask, Request};
+use ratelimit::core::lease::LeaseToken;
+use ratelimit::core::request::{Kind, Limit, Terms};
+use ratelimit::core::subject::BucketKey;
+use ratelimit::opslog::OpsLog;
+use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
+use ratelimit::storage::{system_clock, Clock, ErrorKind, Reports, Store};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn module_url() -> String {
+    std::env::var("RL_REDIS_MODULE_URL").unwrap_or_else(|_| {
+        panic!("RL_REDIS_MODULE_URL is not set: start a server with `scripts/redis start module DIR` and source DIR/env (./run-tests does)")
+    })
+}
+
+fn fresh_prefix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "rlmod:{}:{}:",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+struct Module {
+    prefix: String,
+    /// Seeds of a cluster whose nodes load the module; empty: the single server.
+    cluster: Vec<String>,
+}
+
+impl Module {
+    fn new() -> Self {
+        Self {
+            prefix: fresh_prefix(),
+            cluster: Vec::new(),
+        }
+    }
+
+    fn cluster() -> Self {
+        let seeds = std::env::var("RL_REDIS_MODULE_CLUSTER").unwrap_or_else(|_| {
+            panic!("RL_REDIS_MODULE_CLUSTER is not set: start one with `scripts/redis start module-cluster DIR` (./run-tests does)")
+        });
+        Self {
+            prefix: fresh_prefix(),
+            cluster: seeds.split(',').map(str::to_string).collect(),
+        }
+    }
+
+    fn store(&self, host_clock: Option<Clock>) -> RedisStore {
+        let url = if self.cluster.is_empty() {
+            module_url()
+        } else {
+            String::new()
+        };
+        let settings = RedisSettings {
+            target: Target::parse(&url, &self.cluster).unwrap(),
+            prefix: self.prefix.clone(),
+            timeout_ms: 2_000,
+            flush_ms: 0,
+        };
+        RedisStore::new(settings, host_clock, system_clock(), OpsLog::none())
+    }
+}
+
+impl Backend for Module {
+    type S = RedisStore;
+    fn open(&self, clock: Clock) -> RedisStore {
+        let mut s = self.store(Some(clock));
+        assert!(
+            s.uses_module().unwrap(),
+            "the server of RL_REDIS_MODULE_URL has no RL.* commands"
+        );
+        s
+    }
+}
+
+mod module {
+    use super::conformance;
+    crate::conformance_suite!(super::Module::new());
+}
+
+mod module_cluster {
+    use super::conformance;
+    crate::conformance_suite!(super::Module::cluster());
+}
+
+fn admin() -> redis::Connection {
+    redis::Client::open(module_url())
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The name of a key of `k` as the store lays it out: `<prefix>{<group>}<kind>:<name>`.
+fn name(prefix: &str, k: &BucketKey, kind: &str, n: &[u8]) -> String {
+    format!("{prefix}{{{}}}{kind}:{}", hex(&k.group), hex(n))
+}
+
+#[test]
+fn a_server_with_the_module_is_detected_and_one_without_is_not() {
+    let mut with = Module::new().store(None);
+    assert!(with.uses_module().unwrap());
+    let url = std::env::var("RL_REDIS_URL").expect("RL_REDIS_URL is not set (./run-tests sets it)");
+    let settings = RedisSettings {
+        target: Target::parse(&url, &[]).unwrap(),
+        prefix: fresh_prefix(),
+        timeout_ms: 2_000,
+        flush_ms: 0,
+    };
+    let mut without = RedisStore::new(settings, None, system_clock(), OpsLog::none());
+    assert!(!without.uses_module().unwrap());
+    assert!(!Module::new()
+        .store(None)
+        .scripts_only()
+        .uses_module()
+        .unwrap());
+}
+
+#[test]
+fn the_module_decides_with_the_servers_clock_without_a_host_clock() {
+    let m = Module::new();
+    let mut s = m.store(None);
+    let a = conformance::ask(2, 60_000, 0);
+    assert_eq!(
+        s.acquire(&key(1), &a, 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .remaining,
+        1
+    );
+    let stored: String = redis::cmd("GET")
+        .arg(name(&m.prefix, &key(1), "b", &key(1).bucket))
+        .query(&mut admin())
+        .unwrap();
+    let stamp: i64 = stored.split(' ').nth(1).unwrap().parse().unwrap();
+    let wall = (system_clock())();
+    assert!((stamp - wall).abs() < 5_000, "stamp {stamp} vs wall {wall}");
+}
+
+#[test]
+fn the_commands_declare_their_keys() {
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RL.ACQUIRE_ALL")
+        .arg(4)
+        .arg(&["b1", "b2", "l", "q"])
+        .arg(&["", "2", "0", "", "0", "x", "0", "t", "0"])
+        .arg(&["1", "1000", "1", "0", "1", "1000", "1", "0"])
+        .query(&mut admin())
+        .unwrap();
+    assert_eq!(keys, ["b1", "b2", "l", "q"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RL.RELEASE")
+        .arg(1)
+        .arg("l")
+        .arg("")
+        .arg("id")
+        .query(&mut admin())
+        .unwrap();
+    assert_eq!(keys, ["l"]);
+}
+
+#[test]
+fn a_damaged_bucket_is_replaced_and_fails_the_call_as_the_script_does() {
+    let m = Module::new();
+    let clock = ManualClock::at(T0);
+    let mut s = m.store(Some(clock.clock()));
+    let b = name(&m.prefix, &key(1), "b", &key(1).bucket);
+    let _: () = redis::cmd("SET")
+        .arg(&b)
+        .arg("not a bucket")
+        .query(&mut admin())
+        .unwrap();
+    let e = s
+        .acquire(&key(1), &conformance::ask(5, 1_000, 0), 60_000, &mut none())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    let stored: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
+    assert_eq!(stored, format!("0 {T0} {} {T0} 0 0 0", T0 + 1_000));
+}
+
+/// `ask` for `limit` per minute under `kind`.
+fn window_ask(kind: PolicyKind, limit: u64) -> Ask {
+    Ask::new(Policy::new(limit, 60_000).unwrap().with_kind(kind), 1, 0)
+}
+
+/// Takes from key(7) until denied with `s`; how many were admitted (at most `limit + 1` calls).
+fn admitted_by(s: &mut RedisStore, a: &Ask, limit: u64) -> u64 {
+    (0..=limit)
+        .map(|_| {
+            u64::from(
+                s.acquire(&key(7), a, 60_000, &mut none())
+                    .unwrap()
+                    .verdict
+                    .allowed,
+            )
+        })
+        .sum()
+}
+
+#[test]
+fn a_window_written_by_the_scripts_is_read_as_a_window_by_the_module() {
+    for kind in [PolicyKind::FixedWindow, PolicyKind::SlidingWindow] {
+        let m = Module::new();
+        let clock = ManualClock::at(T0);
+        let mut script = m.store(Some(clock.clock())).scripts_only();
+        let mut module = m.store(Some(clock.clock()));
+        let a = window_ask(kind, 3);
+        for _ in 0..2 {
+            assert!(
+                script
+                    .acquire(&key(7), &a, 60_000, &mut none())
+                    .unwrap()
+                    .verdict
+                    .allowed
+            );
+        }
+        let b = name(&m.prefix, &key(7), "b", &key(7).bucket);
+        let v: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
+        assert_eq!(
+            v.split(' ').count(),
+            9,
+            "{kind:?}: a window's 9 fields: {v}"
+        );
+        // The window's 2 used tokens are not 2 held ones: 1 more, then denied.
+        assert_eq!(admitted_by(&mut module, &a, 3), 1, "{kind:?}");
+        let v: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
+        assert_eq!(
+            v.split(' ').nth(7),
+            Some(kind.code().to_string().as_str()),
+            "{kind:?}: the module keeps the policy: {v}"
+        );
+        // A token bucket's call through the module converts the spent window (nothing
+        // available), as the scripts do: a misread would find 3 tokens there.
+        let tb = window_ask(PolicyKind::TokenBucket, 3);
+        assert!(
+            !module
+                .acquire(&key(7), &tb, 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed
+        );
+        let v: String = redis::cmd("GET").arg(&b).query(&mut admin()).unwrap();
+        assert_eq!(
+            v.split(' ').count(),
+            7,
+            "{kind:?}: a token bucket's 7 fields: {v}"
+        );
+    }
+}
+
+#[test]
+fn a_window_written_by_the_module_is_read_as_a_window_by_the_scripts() {
+    for kind in [PolicyKind::FixedWindow, PolicyKind::SlidingWindow] {
+        let m = Module::new();
+        let clock = ManualClock::at(T0);
+        let mut module = m.store(Some(clock.clock()));
+        let mut script = m.store(Some(clock.clock())).scripts_only();
+        let a = window_ask(kind, 3);
+        for _ in 0..2 {
+            assert!(
+                module
+                    .acquire(&key(7), &a, 60_000, &mut none())
+                    .unwrap()
+                    .verdict
+                    .allowed
+            );
+        }
+        assert_eq!(admitted_by(&mut script, &a, 3), 1, "{kind:?}");
+        // Peeks agree on the spent window, and so does a token bucket's call by the scripts.
+        let p = a.policy;
+        assert_eq!(
+            module.peek(&key(7), &p, &mut none()).unwrap(),
+            script.peek(&key(7), &p, &mut none()).unwrap(),
+            "{kind:?}"
+        );
+        let tb = window_ask(PolicyKind::TokenBucket, 3);
+        assert!(
+            !script
+                .acquire(&key(7), &tb, 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed
+        );
+        // A minute on, the window (now a token bucket again) refilled: 3 by the module.
+        clock.set(T0 + 60_000);
+        assert_eq!(admitted_by(&mut module, &tb, 3), 3, "{kind:?}");
+    }
+}
+
+#[test]
+fn a_value_of_another_type_is_damaged_for_the_module_as_for_the_scripts() {
+    // Another tenant's hash at a bucket's name, a list at its leases', a set at a request
+    // record's: each call fails once as damaged, and both paths leave the same state.
+    let clock = ManualClock::at(T0);
+    let mut left = Vec::new();
+    for by_module in [true, false] {
+        let m = Module::new();
+        let s = m.store(Some(clock.clock()));
+        let mut s = if by_module { s } else { s.scripts_only() };
+        let k = key(8);
+        let mut c = admin();
+        let b = name(&m.prefix, &k, "b", &k.bucket);
+        let l = name(&m.prefix, &k, "l", &k.bucket);
+        let _: () = redis::cmd("HSET")
+            .arg(&b)
+            .arg("f")
+            .arg("v")
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("RPUSH").arg(&l).arg("x").query(&mut c).unwrap();
+        let a = Ask::new(Policy::new(2, 60_000).unwrap(), 1, 1);
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            answers.push(match s.acquire(&k, &a, 60_000, &mut none()) {
+                Ok(r) => format!("allowed {}", r.verdict.allowed),
+                Err(e) => format!("{:?}", e.kind()),
+            });
+        }
+        let v: String = redis::cmd("GET").arg(&b).query(&mut c).unwrap();
+        let t: String = redis::cmd("TYPE").arg(&l).query(&mut c).unwrap();
+        left.push((answers, v, t));
+    }
+    assert_eq!(left[0], left[1], "the module, then the scripts");
+    assert_eq!(
+        left[0].0,
+        ["Corrupt", "Corrupt", "allowed false"],
+        "the leases deleted, then the bucket replaced by an empty one"
+    );
+}
+
+// ---- the module against the scripts ----
+
+/// One step of a random run, the same for every store compared.
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(i64),
+    Acquire {
+        k: usize,
+        kind: PolicyKind,
+        limit: u64,
+        per_ms: u64,
+        cost: u64,
+        inflight: u64,
+        dry_run: bool,
+        request: Option<(u8, u32)>,
+    },
+    AcquireAll {
+        ks: Vec<usize>,
+        limits: Vec<(PolicyKind, u64, u64, u64, bool)>,
+        inflight: u64,
+        request: Option<(u8, u32)>,
+    },
+    Peek {
+        k: usize,
+        kind: PolicyKind,
+        limit: u64,
+        per_ms: u64,
+    },
+    Release(usize),
+    Reset(usize),
+}
+
+/// Any policy: calls on one bucket change it now and then, as an operator's change would.
+fn kind() -> impl Strategy<Value = PolicyKind> {
+    proptest::sample::select(PolicyKind::ALL.to_vec())
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let per = prop_oneof![Just(1_000u64), Just(60_000), 1u64..5_000];
+    let request = proptest::option::of((0u8..3, 0u32..3));
+    prop_oneof![
+        (-3_000i64..20_000).prop_map(Op::Advance),
+        (
+            (0usize..3, kind()),
+            1u64..6,
+            per.clone(),
+            1u64..3,
+            0u64..3,
+            any::<bool>(),
+            request.clone()
+        )
+            .prop_map(
+                |((k, kind), limit, per_ms, cost, inflight, dry_run, request)| Op::Acquire {
+                    k,
+                    kind,
+                    limit,
+                    per_ms,
+                    cost,
+                    inflight,
+                    dry_run,
+                    request
+                }
+            ),
+        (
+            proptest::sample::subsequence(vec![0usize, 1, 2], 1..=3),
+            proptest::collection::vec((kind(), 1u64..6, per.clone(), 1u64..3, any::<bool>()), 3),
+            0u64..3,
+            request,
+        )
+            .prop_map(|(ks, mut limits, inflight, request)| {
+                limits.truncate(ks.len());
+                Op::AcquireAll {
+                    ks,
+                    limits,
+                    inflight,
+                    request,
+                }
+            }),
+        (0usize..3, kind(), 1u64..6, per).prop_map(|(k, kind, limit, per_ms)| Op::Peek {
+            k,
+            kind,
+            limit,
+            per_ms
+        }),
+        (0usize..8).prop_map(Op::Release),
+        (0usize..3).prop_map(Op::Reset),
+    ]
+}
+
+/// A stored value to start from: a token bucket in its 7 fields (tokens possibly above a small
+/// policy's capacity, stamps around T0, counts), a window in its 9 (its policy's code and its
+/// previous window's milli-tokens after them), or a value ratelimit did not write (a window's
+/// with a policy code that does not exist among them).
+fn start_value() -> impl Strategy<Value = Option<String>> {
+    let fields =
+        (0u64..7_000, -5_000i64..5_000, 0u64..4, 0u64..4, 0u64..4).prop_map(|(t, ds, a, d, i)| {
+            format!(
+                "{t} {} {} {} {a} {d} {i}",
+                T0 + ds,
+                T0 + ds + 1_000,
+                T0 + ds
+            )
+        });
+    proptest::option::of(prop_oneof![
+        5 => fields.clone(),
+        // A fixed window's previous window is always 0 (no write makes another).
+        2 => fields.clone().prop_map(|f| format!("{f} 1 0")),
+        2 => (fields, 0u64..7_000).prop_map(|(f, prev)| format!("{f} 2 {prev}")),
+        1 => Just("garbage".to_string()),
+        1 => Just(format!("0 {T0} {T0} {T0} 0 0 0 3 0")),
+    ])
+}
+
+/// The bucket `k` of the one subject of a run.
+fn bucket(k: usize) -> BucketKey {
+    BucketKey {
+        bucket: [k as u8 + 1; 16],
+        group: [0x77; 16],
+        previous: None,
+    }
+}
+
+fn ask_of(
+    kind: PolicyKind,
+    limit: u64,
+    per_ms: u64,
+    cost: u64,
+    inflight: u64,
+    dry_run: bool,
+) -> Ask {
+    Ask {
+        dry_run,
+        ..Ask::new(
+            Policy::new(limit, per_ms).unwrap().with_kind(kind),
+            cost,
+            inflight,
+        )
+    }
+}
+
+fn with_request(mut a: Ask, kind: Kind, limits: &[Limit], request: Option<(u8, u32)>) -> Ask {
+    a.request = request.map(|(name, replays)| Request {
+        name: [name + 1; 16],
+        ttl_ms: 30_000,
+        terms: Terms::of(kind, limits, a.max_inflight),
+        replays,
+    });
+    a
+}
+
+/// What a step answered, without what differs by nature between runs (lease ids are random).
+fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String {
+    let out = match op {
+        Op::Advance(_) => return String::new(),
+        Op::Acquire {
+            k,
+            kind,
+            limit,
+            per_ms,
+            cost,
+            inflight,
+            dry_run,
+            request,
+        } => {
+            let a = ask_of(*kind, *limit, *per_ms, *cost, *inflight, *dry_run);
+            let l = [Limit {
+                scope: "s",
+                policy: a.policy,
+                cost: *cost,
+            }];
+            let a = with_request(a, Kind::Acquire, &l, *request);
+            s.acquire(&bucket(*k), &a, 5_000, &mut none()).map(|r| {
+                tokens.extend(r.lease);
+                format!("{:?} lease {}", r.verdict, r.lease.is_some())
+            })
+        }
+        Op::AcquireAll {
+            ks,
+            limits,
+            inflight,
+            request,
+        } => {
+            let mut asks: Vec<Ask> = limits
+                .iter()
+                .enumerate()
+                .map(|(i, &(kind, l, p, c, d))| {
+                    ask_of(kind, l, p, c, if i == 0 { *inflight } else { 0 }, d)
+                })
+                .collect();
+            let scopes = ["a", "b", "c"];
+            let ls: Vec<Limit> = asks
+                .iter()
+                .zip(scopes)
+                .map(|(a, scope)| Limit {
+                    scope,
+                    policy: a.policy,
+                    cost: a.cost,
+                })
+                .collect();
+            asks[0] = with_request(asks[0], Kind::AcquireAll, &ls, *request);
+            let keys: Vec<BucketKey> = ks.iter().map(|&k| bucket(k)).collect();
+            s.acquire_all(&keys, &asks, 5_000, &mut none()).map(|r| {
+                tokens.extend(r.lease);
+                format!(
+                    "{:?} {:?} reported {} lease {}",
+                    r.verdict,
+                    r.each,
+                    r.reported,
+                    r.lease.is_some()
+                )
+            })
+        }
+        Op::Peek {
+            k,
+            kind,
+            limit,
+            per_ms,
+        } => s
+            .peek(
+                &bucket(*k),
+                &Policy::new(*limit, *per_ms).unwrap().with_kind(*kind),
+                &mut none(),
+            )
+            .map(|v| format!("{v:?}")),
+        Op::Release(i) => match tokens.get(*i) {
+            Some(t) => s
+                .release(&[*t], &mut none())
+                .map(|n| format!("released {n}")),
+            None => return "no token".into(),
+        },
+        Op::Reset(k) => s
+            .reset(&bucket(*k), &mut none())
+            .map(|b| format!("reset {b}")),
+    };
+    out.unwrap_or_else(|e| format!("error {:?}", e.kind()))
+}
+
+/// Everything a run left under `prefix`, by key name without the prefix: strings as they are,
+/// sorted sets as their scores, hashes without the lease id they name (random).
+fn state(prefix: &str) -> BTreeMap<String, String> {
+    let mut c = admin();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query(&mut c)
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for k in keys {
+        let t: String = redis::cmd("TYPE").arg(&k).query(&mut c).unwrap();
+        let v = match t.as_str() {
+            "string" => redis::cmd("GET").arg(&k).query::<String>(&mut c).unwrap(),
+            "zset" => {
+                let v: Vec<(String, String)> = redis::cmd("ZRANGE")
+                    .arg(&k)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query(&mut c)
+                    .unwrap();
+                format!("{:?}", v.iter().map(|x| &x.1).collect::<Vec<_>>())
+            }
+            "hash" => {
+                let mut v: BTreeMap<String, String> =
+                    redis::cmd("HGETALL").arg(&k).query(&mut c).unwrap();
+                if let Some(l) = v.get_mut("l") {
+                    *l = format!("lease {}", !l.is_empty());
+                }
+                format!("{v:?}")
+            }
+            other => other.to_string(),
+        };
+        out.insert(k[prefix.len()..].to_string(), v);
+    }
+    out
+}
+
+/// Sets the starting values of the three buckets under `prefix`.
+fn seed(prefix: &str, start: &[Option<String>]) {
+    let mut c = admin();
+    for (k, v) in start.iter().enumerate() {
+        if let Some(v) = v {
+            let _: () = redis::cmd("SET")
+                .arg(name(prefix, &bucket(k), "b", &bucket(k).bucket))
+                .arg(v)
+                .arg("PX")
+                .arg(600_000)
+                .query(&mut c)
+                .unwrap();
+        }
+    }
+}
+
+/// Runs `ops` on three stores of their own prefix: the module only, the scripts only, and each
+/// step by either (`by_module`); returns each one's answers and what it left.
+fn compare(start: &[Option<String>], ops: &[(Op, bool)]) {
+    let clock = ManualClock::at(T0);
+    let (m, sc, mixed) = (Module::new(), Module::new(), Module::new());
+    for b in [&m, &sc, &mixed] {
+        seed(&b.prefix, start);
+    }
+    let mut module = m.store(Some(clock.clock()));
+    assert!(module.uses_module().unwrap());
+    let mut script = sc.store(Some(clock.clock())).scripts_only();
+    let mut mixed_module = mixed.store(Some(clock.clock()));
+    let mut mixed_script = mixed.store(Some(clock.clock())).scripts_only();
+    let (mut tm, mut ts, mut tx) = (Vec::new(), Vec::new(), Vec::new());
+    let mut now = T0;
+    for (i, (op, by_module)) in ops.iter().enumerate() {
+        if let Op::Advance(dt) = op {
+            now += dt;
+            clock.set(now);
+            continue;
+        }
+        let a = run_op(&mut module, op, &mut tm);
+        let b = run_op(&mut script, op, &mut ts);
+        let x = if *by_module {
+            run_op(&mut mixed_module, op, &mut tx)
+        } else {
+            run_op(&mut mixed_script, op, &mut tx)
+        };
+        assert_eq!(a, b, "step {i} {op:?}: module, then scripts");
+        assert_eq!(a, x, "step {i} {op:?}: module, then mixed");
+    }
+    let (a, b, x) = (state(&m.prefix), state(&sc.prefix), state(&mixed.prefix));
+    assert_eq!(a, b, "stored by the module, then by the scripts");
+    assert_eq!(a, x, "stored by the module, then by both");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// On any starting state and any run of calls, the module answers, stores and counts as
+    /// the scripts do, and the two mixed call by call on the same buckets too.
+    #[test]
+    fn the_module_answers_and_stores_as_the_scripts(
+        start in proptest::collection::vec(start_value(), 3),
+        ops in proptest::collection::vec((op(), any::<bool>()), 1..40),
+    ) {
+        compare(&start, &ops);
+    }
+}
+
+#[test]
+fn half_the_calls_by_the_module_and_half_by_the_scripts_admit_exactly_the_limit() {
+    let m = Module::new();
+    let clock = ManualClock::at(T0);
+    let mut by_module = m.store(Some(clock.clock()));
+    let mut by_script = m.store(Some(clock.clock())).scripts_only();
+    let a = conformance::ask(10, 60_000, 0);
+    let k = key(3);
+    let mut admitted = 0;
+    for i in 0..40 {
+        let s = if i % 2 == 0 {
+            &mut by_module
+        } else {
+            &mut by_script
+        };
+        admitted += u64::from(
+            s.acquire(&k, &a, 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed,
+        );
+    }
+    assert_eq!(admitted, 10);
+    // 6 s later: exactly one token more, whichever path asks.
+    clock.set(T0 + 6_000);
+    assert!(
+        by_script
+            .acquire(&k, &a, 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    assert!(
+        !by_module
+            .acquire(&k, &a, 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    let s = by_module.stats().unwrap();
+    assert_eq!((s.counters.allowed, s.counters.denied_rate), (11, 31));
+}
+
+#[test]
+fn a_cluster_node_redirects_a_command_for_another_nodes_slot() {
+    // The keys are declared: a node that does not serve the key's slot answers MOVED, as for
+    // any command, instead of deciding on a bucket that is not its own.
+    let mut answered = 0;
+    let mut moved = 0;
+    for seed in Module::cluster().cluster {
+        let mut c = redis::Client::open(seed).unwrap().get_connection().unwrap();
+        let r: redis::RedisResult<redis::Value> = redis::cmd("RL.PEEK")
+            .arg(1)
+            .arg("rl-module-moved-test")
+            .arg("")
+            .query(&mut c);
+        match r {
+            Ok(_) => answered += 1,
+            Err(e) if e.to_string().to_ascii_uppercase().contains("MOVED") => moved += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((answered, moved), (1, 2));
+}
+
+/// A redis-server of this test's own on a unix socket (with the module when `so`), stopped by
+/// PID when dropped.
+struct OwnServer(std::process::Child);
+
+impl OwnServer {
+    fn start(dir: &std::path::Path, so: Option<&str>) -> Self {
+        let sock = dir.join("redis.sock");
+        let _ = std::fs::remove_file(&sock);
+        let mut cmd = std::process::Command::new("redis-server");
+        cmd.current_dir(dir)
+            .args([
+                "--port",
+                "0",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--unixsocket",
+            ])
+            .arg(&sock)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(so) = so {
+            cmd.args(["--loadmodule", so]);
+        }
+        let server = Self(cmd.spawn().expect("redis-server"));
+        let url = format!("unix://{}", sock.display());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let up = redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection())
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+            if up.is_ok() {
+                return server;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not answer within 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The module's file, as run-tests builds it (RL_REDIS_MODULE_SO), else cargo's release build.
+fn module_so() -> String {
+    std::env::var("RL_REDIS_MODULE_SO").unwrap_or_else(|_| {
+        let so = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/libratelimit_redis.so");
+        assert!(
+            std::path::Path::new(so).exists(),
+            "RL_REDIS_MODULE_SO is not set and {so} is missing: cargo build --release -p ratelimit-redis"
+        );
+        so.to_string()
+    })
+}
+
+#[test]
+fn a_server_restarted_with_the_module_is_used_from_the_next_connection() {
+    // A rolling upgrade: the store decided with the scripts; its server comes back with the
+    // module. The call that meets the lost connection fails (nothing decided), the next one
+    // asks again and uses the native commands.
+    let dir = tempfile::tempdir().unwrap();
+    let plain = OwnServer::start(dir.path(), None);
+    let settings = RedisSettings {
+        target: Target::parse(&format!("unix://{}/redis.sock", dir.path().display()), &[]).unwrap(),
+        prefix: fresh_prefix(),
+        timeout_ms: 2_000,
+        flush_ms: 0,
+    };
+    let clock = ManualClock::at(T0);
+    let mut s = RedisStore::new(
+        settings,
+        Some(clock.clock()),
+        system_clock(),
+        OpsLog::none(),
+    );
+    let a = conformance::ask(3, 60_000, 0);
+    assert!(
+        s.acquire(&key(1), &a, 60_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    assert!(!s.uses_module().unwrap(), "a plain server: the scripts");
+    drop(plain);
+    let _with = OwnServer::start(dir.path(), Some(&module_so()));
+    assert!(
+        s.acquire(&key(1), &a, 60_000, &mut none()).is_err(),
+        "the lost connection"
+    );
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
+    assert_eq!(
+        (v.allowed, v.remaining),
+        (true, 2),
+        "a new server without persistence"
+    );
+    assert!(
+        s.uses_module().unwrap(),
+        "the native commands, found at the new connection"
+    );
+}
