@@ -13,12 +13,14 @@
 #![cfg(feature = "redis-servers")]
 
 mod conformance;
+mod servers;
 
 use conformance::{ask, key, none};
 use ratelimit::core::subject::BucketKey;
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
 use ratelimit::storage::{system_clock, Store};
+use servers::{cli, free_port};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,24 +35,6 @@ const THREADS: usize = 4;
 /// promotion (about 2 s after a SIGKILL with `cluster-node-timeout 1000`) and a slot map read
 /// again, on a loaded 2-core machine.
 const RESUME_BOUND: Duration = Duration::from_secs(10);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn cli(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}"))?
-        .get_connection_with_timeout(Duration::from_secs(2))?;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(&mut c)
-}
 
 /// A command on a replica, reading its own data (`READONLY`, on the same connection).
 fn on_replica(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {

@@ -11,6 +11,7 @@
 #![cfg(feature = "redis-servers")]
 
 mod conformance;
+mod servers;
 
 use conformance::{key, none, Backend, ManualClock, T0};
 use proptest::prelude::*;
@@ -22,6 +23,7 @@ use ratelimit::core::subject::BucketKey;
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
 use ratelimit::storage::{system_clock, Clock, ErrorKind, Reports, Store};
+use servers::OwnServer;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -758,57 +760,6 @@ fn a_cluster_node_redirects_a_command_for_another_nodes_slot() {
     assert_eq!((answered, moved), (1, 2));
 }
 
-/// A redis-server of this test's own on a unix socket (with the module when `so`), stopped by
-/// PID when dropped.
-struct OwnServer(std::process::Child);
-
-impl OwnServer {
-    fn start(dir: &std::path::Path, so: Option<&str>) -> Self {
-        let sock = dir.join("redis.sock");
-        let _ = std::fs::remove_file(&sock);
-        let mut cmd = std::process::Command::new("redis-server");
-        cmd.current_dir(dir)
-            .args([
-                "--port",
-                "0",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--unixsocket",
-            ])
-            .arg(&sock)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if let Some(so) = so {
-            cmd.args(["--loadmodule", so]);
-        }
-        let server = Self(cmd.spawn().expect("redis-server"));
-        let url = format!("unix://{}", sock.display());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let up = redis::Client::open(url.as_str())
-                .and_then(|c| c.get_connection())
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-            if up.is_ok() {
-                return server;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "redis-server did not answer within 20 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The module's file, as run-tests builds it (RL_REDIS_MODULE_SO), else cargo's release build.
 fn module_so() -> String {
     std::env::var("RL_REDIS_MODULE_SO").unwrap_or_else(|_| {
@@ -827,7 +778,7 @@ fn a_server_restarted_with_the_module_is_used_from_the_next_connection() {
     // module. The call that meets the lost connection fails (nothing decided), the next one
     // asks again and uses the native commands.
     let dir = tempfile::tempdir().unwrap();
-    let plain = OwnServer::start(dir.path(), None);
+    let plain = OwnServer::start(dir.path(), &[]);
     let settings = RedisSettings {
         target: Target::parse(&format!("unix://{}/redis.sock", dir.path().display()), &[]).unwrap(),
         prefix: fresh_prefix(),
@@ -850,7 +801,7 @@ fn a_server_restarted_with_the_module_is_used_from_the_next_connection() {
     );
     assert!(!s.uses_module().unwrap(), "a plain server: the scripts");
     drop(plain);
-    let _with = OwnServer::start(dir.path(), Some(&module_so()));
+    let _with = OwnServer::start(dir.path(), &["--loadmodule", &module_so()]);
     assert!(
         s.acquire(&key(1), &a, 60_000, &mut none()).is_err(),
         "the lost connection"

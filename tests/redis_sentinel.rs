@@ -8,32 +8,16 @@
 #![cfg(feature = "redis-servers")]
 
 mod conformance;
+mod servers;
 
 use conformance::{ask, key, none};
 use ratelimit::core::config::RedisConfig;
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
 use ratelimit::storage::{system_clock, ErrorKind, Store};
+use servers::{cli, free_port};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn cli(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}"))?
-        .get_connection_with_timeout(Duration::from_secs(2))?;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(&mut c)
-}
 
 /// Processes killed on drop.
 struct Procs(Vec<Child>);

@@ -10,6 +10,7 @@
 #![cfg(feature = "redis-servers")]
 
 mod conformance;
+mod servers;
 
 use conformance::{ask, key, none, Backend, ManualClock, T0};
 use proptest::prelude::*;
@@ -17,6 +18,7 @@ use ratelimit::core::keyswitch::{KeyRecord, STAMP_NOW};
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
 use ratelimit::storage::{system_clock, Clock, ErrorKind, KeyRecords, Reports, Store};
+use servers::OwnServer;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn env(name: &str) -> String {
@@ -491,62 +493,22 @@ fn a_damaged_key_record_is_none_recorded_and_never_a_failed_call() {
     assert_eq!(s.key_record().unwrap().unwrap().since_ms, 0);
 }
 
-/// A redis-server of this test's own, on a unix socket in `dir`, with `args`; killed on drop.
-struct OwnServer(std::process::Child, String);
-
-impl OwnServer {
-    fn start(dir: &std::path::Path, args: &[&str]) -> Self {
-        let sock = dir.join("redis.sock");
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", "0", "--save", "", "--appendonly", "no"])
-            .arg("--unixsocket")
-            .arg(&sock)
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (scripts/install-deps installs it)");
-        // Owned at once: killed on drop, also when it never answers.
-        let server = OwnServer(child, format!("unix://{}", sock.display()));
-        for _ in 0..500 {
-            if redis::Client::open(server.1.as_str())
-                .and_then(|c| c.get_connection())
-                .is_ok()
-            {
-                return server;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("redis-server on {} did not start", server.1);
-    }
-
-    fn store(&self) -> RedisStore {
-        self.store_at(&fresh_prefix())
-    }
-
-    /// A store of keys under `prefix` (another connection to the same buckets).
-    fn store_at(&self, prefix: &str) -> RedisStore {
-        let settings = RedisSettings {
-            target: Target::parse(&self.1, &[]).unwrap(),
-            prefix: prefix.to_string(),
-            timeout_ms: 2_000,
-            flush_ms: 0,
-        };
-        RedisStore::new(settings, None, system_clock(), OpsLog::none())
-    }
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A store of keys under `prefix` on `server` (another connection to the same buckets).
+fn store_on(server: &OwnServer, prefix: &str) -> RedisStore {
+    let settings = RedisSettings {
+        target: Target::parse(&server.url, &[]).unwrap(),
+        prefix: prefix.to_string(),
+        timeout_ms: 2_000,
+        flush_ms: 0,
+    };
+    RedisStore::new(settings, None, system_clock(), OpsLog::none())
 }
 
 #[test]
 fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
     let dir = tempfile::tempdir().unwrap();
     let server = OwnServer::start(dir.path(), &["--maxmemory-policy", "volatile-lru"]);
-    let mut s = server.store();
+    let mut s = store_on(&server, &fresh_prefix());
     let e = s
         .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
         .unwrap_err();
@@ -555,7 +517,7 @@ fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
         e.to_string().contains("maxmemory-policy is volatile-lru"),
         "{e}"
     );
-    let mut accepting = server.store().allowing_eviction();
+    let mut accepting = store_on(&server, &fresh_prefix()).allowing_eviction();
     assert!(
         accepting
             .acquire(&key(1), &ask(5, 1_000, 0), 60_000, &mut none())
@@ -564,7 +526,7 @@ fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
             .allowed
     );
     // Set right at run time: the next connection finds it.
-    let mut admin = redis::Client::open(server.1.as_str())
+    let mut admin = redis::Client::open(server.url.as_str())
         .unwrap()
         .get_connection()
         .unwrap();
@@ -712,7 +674,7 @@ fn a_server_without_time_in_scripts_is_decided_with_the_hosts_clock() {
     let dir = tempfile::tempdir().unwrap();
     let server = OwnServer::start(dir.path(), &["--rename-command", "TIME", ""]);
     let prefix = fresh_prefix();
-    let mut s = server.store_at(&prefix);
+    let mut s = store_on(&server, &prefix);
     let admitted = (0..8)
         .filter(|_| {
             s.acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
@@ -722,7 +684,7 @@ fn a_server_without_time_in_scripts_is_decided_with_the_hosts_clock() {
         })
         .count();
     assert_eq!(admitted, 5);
-    let mut other = server.store_at(&prefix);
+    let mut other = store_on(&server, &prefix);
     let d = other
         .acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
         .unwrap();

@@ -87,6 +87,10 @@ impl Breakers {
     /// `node`'s breaker, opened if needed. A file that is not ours is the call's error; one that
     /// cannot be opened otherwise is no breaker (the call goes on as if closed).
     fn get(&mut self, node: &str) -> Result<Option<&mut HostBreaker>, StoreError> {
+        // The site's, opened with the layer: found without a path made on every call.
+        if node.is_empty() && self.files.contains_key(&self.site) {
+            return Ok(self.files.get_mut(&self.site));
+        }
         let path = self.path_of(node);
         if !self.files.contains_key(&path) {
             if self.files.len() >= MAX_NODES {

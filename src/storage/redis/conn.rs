@@ -205,6 +205,11 @@ impl Conn {
         }
     }
 
+    /// Whether [`Self::node_of`] can name a server (a cluster's masters).
+    pub fn tells_nodes(&self) -> bool {
+        matches!(self.servers, Servers::Cluster(_))
+    }
+
     /// The budget of one call.
     pub fn timeout(&self) -> Duration {
         self.timeout

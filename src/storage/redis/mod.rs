@@ -648,6 +648,10 @@ impl Store for RedisStore {
 /// A cluster's master, as this worker last knew the slots.
 impl crate::storage::Nodes for RedisStore {
     fn node_of(&mut self, key: &BucketKey) -> Option<String> {
+        // A single server tells no nodes apart: no key to format on every decision.
+        if !self.conn.tells_nodes() {
+            return None;
+        }
         let bucket = self.bucket_key(key);
         self.conn.node_of(&bucket)
     }
