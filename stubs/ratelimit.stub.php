@@ -285,7 +285,9 @@ namespace {
 
     /**
      * Ends a lease before its request ends. Idempotent: true only when this call freed a live slot;
-     * false for a lease already released or expired, unknown, or a Decision without a lease.
+     * false for a lease already released or expired, unknown, or a Decision without a lease; false
+     * also when the store cannot be reached in time (busy, down, its breaker open): the lease then
+     * stays until its own request ends or `ratelimit.lease_ttl` passes, never longer.
      *
      * @param \RateLimit\Decision|string $lease a Decision, or its `lease` token
      *

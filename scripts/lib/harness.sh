@@ -472,6 +472,8 @@ verdict() { # verdict FIGURES WHY...: pass when no WHY was given
 _rl_run_test() {
   N=$((N + 1)) DESC=$1
   local fn=$2 rc=0
+  # Not called from a || list or an if: there bash ignores set -e in the subshell too, and a
+  # failing step inside a test would go on as if it had worked.
   set +e
   (
     set -e
@@ -480,7 +482,6 @@ _rl_run_test() {
     "$fn"
   )
   rc=$?
-  set -e
   if [ -f "$RL_DIR/result.$N" ] && [ "$(cat "$RL_DIR/result.$N")" = pass ]; then
     PASSED=$((PASSED + 1))
   else
@@ -493,7 +494,8 @@ _rl_run_test() {
       fi
     fi
   fi
-  return "$rc"
+  set -e
+  RL_TEST_STATUS=$rc
 }
 
 rl_run_tests() {
@@ -515,7 +517,8 @@ rl_run_tests() {
       echo "not ok $N - ${TESTS[i + 1]}: not run"
       continue
     fi
-    _rl_run_test "${TESTS[i + 1]}" "${TESTS[i]}" || status=$?
+    _rl_run_test "${TESTS[i + 1]}" "${TESTS[i]}"
+    ((RL_TEST_STATUS == 0)) || status=$RL_TEST_STATUS
     ((RL_INTERRUPTED == 0 || status >= 128)) || status=$RL_INTERRUPTED
   done
   rl_summary || true
