@@ -242,7 +242,7 @@ impl Link {
                 Stream::Tls(Box::new(s))
             }
             redis::ConnectionAddr::Unix(path) => {
-                Stream::Unix(Timed::new(UnixStream::connect(path)?, deadline))
+                Stream::Unix(Timed::new(unix(path, deadline)?, deadline))
             }
             _ => {
                 return Err(RedisError::from((
@@ -384,6 +384,67 @@ fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<TcpStream> {
         .unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host name has no address")))
 }
 
+/// A connection to a unix socket by `deadline`. A blocking connect waits for as long as the
+/// server's listen queue stays full (a server that stopped accepting, SIGSTOPped say); a
+/// non-blocking one answers EAGAIN at once instead (a unix socket has no connect in
+/// progress to wait on), so it is tried again every millisecond until the deadline.
+fn unix(path: &std::path::Path, deadline: Instant) -> io::Result<UnixStream> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::{FromRawFd, OwnedFd};
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data, for which all zero bytes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a unix socket path too long or with a NUL byte",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len =
+        (std::mem::offset_of!(libc::sockaddr_un, sun_path) + bytes.len() + 1) as libc::socklen_t;
+    // SAFETY: plain system call; its result is checked before use.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by socket() and is owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    loop {
+        // SAFETY: `addr` is a valid sockaddr_un for the whole call and `len` does not exceed
+        // its size (checked above); `fd` is open (owned by `sock`).
+        let r = unsafe {
+            libc::connect(
+                fd,
+                (&addr as *const libc::sockaddr_un).cast::<libc::sockaddr>(),
+                len,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => std::thread::sleep(left(deadline)?.min(Duration::from_millis(1))),
+            _ => return Err(e),
+        }
+        left(deadline)?;
+    }
+    let s = UnixStream::from(sock);
+    s.set_nonblocking(false)?;
+    Ok(s)
+}
+
 /// Makes the TLS settings ahead of the first call (see [`Conn::new`](super::conn::Conn::new)):
 /// reading the roots took 11 ms here, work of this process that is no wait for Redis and must
 /// not spend a call's budget (a first call under load was "unavailable" for it).
@@ -464,6 +525,44 @@ mod tests {
         assert!(
             took >= Duration::from_millis(50) && took < Duration::from_millis(150),
             "{took:?}"
+        );
+    }
+
+    #[test]
+    fn a_unix_socket_whose_listen_queue_is_full_holds_a_connect_no_longer_than_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deaf.sock");
+        // Listening, never accepting: its queue fills up as a stopped server's does.
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut queued = Vec::new();
+        loop {
+            let deadline = Instant::now() + Duration::from_millis(20);
+            match unix(&path, deadline) {
+                Ok(s) => queued.push(s),
+                Err(e) => {
+                    assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+                    break;
+                }
+            }
+            assert!(queued.len() < 100_000, "the listen queue never filled");
+        }
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("unix://{}", path.display()))
+                .unwrap();
+        let t0 = Instant::now();
+        let e = Link::open(&info, Role::Data, t0 + Duration::from_millis(50))
+            .err()
+            .expect("a full queue admits no connection");
+        let took = t0.elapsed();
+        assert!(
+            e.is_timeout() || e.is_connection_dropped() || e.is_io_error(),
+            "{e}"
+        );
+        // A blocking connect waited here until the test's end.
+        assert!(
+            took >= Duration::from_millis(50) && took < Duration::from_millis(150),
+            "{took:?} (after {} queued connections)",
+            queued.len()
         );
     }
 }
