@@ -135,6 +135,8 @@ pub struct Conn {
     servers: Servers,
     /// The deadline of the last call (see [`Conn::call_by`]).
     last_deadline: Option<Instant>,
+    /// A deadline kept for the call that follows (see [`Conn::keep_budget`]).
+    kept: Option<Instant>,
 }
 
 // One per worker: the single server's node stays inline, on the path of every call.
@@ -188,6 +190,7 @@ impl Conn {
             timeout,
             servers,
             last_deadline: None,
+            kept: None,
         }
     }
 
@@ -215,6 +218,28 @@ impl Conn {
         self.timeout
     }
 
+    /// The deadline a new call ends by: the timeout from now, or what is left of a budget kept
+    /// for it by the step that came first in the same PHP call.
+    pub fn budget(&mut self) -> Instant {
+        let now = Instant::now();
+        match self.kept.take() {
+            Some(d) if d > now => d,
+            _ => now + self.timeout,
+        }
+    }
+
+    /// Keeps the last call's deadline for the next call: the key check that comes first in a
+    /// PHP call (at most once a second) and the decision after it share one budget, since
+    /// `redis_timeout_ms` bounds a PHP call, every step together. Forgotten at request end.
+    pub fn keep_budget(&mut self) {
+        self.kept = self.last_deadline;
+    }
+
+    /// Forgets a kept budget (the request ended without another call).
+    pub fn forget_budget(&mut self) {
+        self.kept = None;
+    }
+
     /// Runs `f` on the connection to `route`'s server within one time budget. Any error drops
     /// that connection. A cluster's redirection (MOVED, ASK: the command did not run) is followed
     /// once, to the node it names; nothing else is ever sent twice, since a call that timed out
@@ -224,7 +249,8 @@ impl Conn {
         route: Route,
         f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
-        self.call_by(Instant::now() + self.timeout, route, f)
+        let deadline = self.budget();
+        self.call_by(deadline, route, f)
     }
 
     /// The deadline of the last call: what is left of it is for work belonging to that call
@@ -1086,5 +1112,82 @@ mod tests {
             took >= Duration::from_millis(200) && took < Duration::from_millis(400),
             "{took:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+
+    /// A fault injector, not a Redis: answers every command `+OK`, each `delay` after it came.
+    fn slow_peer(delay: Duration) -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                std::thread::spawn(move || loop {
+                    // One RESP array of bulk strings: *N, then N times $len and the bytes.
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let n: usize = line.trim_start_matches('*').trim().parse().unwrap_or(0);
+                    for _ in 0..2 * n {
+                        line.clear();
+                        let _ = r.read_line(&mut line);
+                    }
+                    std::thread::sleep(delay);
+                    if s.write_all(b"+OK\r\n").is_err() {
+                        return;
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    fn conn(port: u16) -> Conn {
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}/0"))
+                .unwrap();
+        let mut c = Conn::new(Target::Single(Box::new(info)), Duration::from_millis(50));
+        c.allow_eviction();
+        c
+    }
+
+    fn ping(c: &mut dyn ConnectionLike) -> Result<String, RedisError> {
+        redis::cmd("PING").query(c)
+    }
+
+    #[test]
+    fn each_call_has_a_budget_of_its_own() {
+        let mut c = conn(slow_peer(Duration::from_millis(30)));
+        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
+        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
+    }
+
+    #[test]
+    fn a_key_check_and_the_decision_after_it_share_one_budget() {
+        let mut c = conn(slow_peer(Duration::from_millis(30)));
+        let t0 = Instant::now();
+        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
+        c.keep_budget();
+        let e = c.call(Route::Any, ping).unwrap_err();
+        let took = t0.elapsed();
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        // Two budgets would be 100 ms; the margin is for a loaded machine.
+        assert!(took < Duration::from_millis(90), "{took:?}");
+    }
+
+    #[test]
+    fn a_kept_budget_is_forgotten_at_request_end() {
+        let mut c = conn(slow_peer(Duration::from_millis(30)));
+        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
+        c.keep_budget();
+        c.forget_budget();
+        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
     }
 }

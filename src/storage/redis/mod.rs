@@ -309,7 +309,8 @@ impl RedisStore {
     /// A flush that fails keeps them for the next one, unless it timed out: then they may have
     /// been added, and are dropped rather than counted twice.
     fn flush_pending(&mut self, force: bool) -> Result<(), StoreError> {
-        self.flush_by(force, std::time::Instant::now() + self.conn.timeout())
+        let deadline = self.conn.budget();
+        self.flush_by(force, deadline)
     }
 
     /// [`Self::flush_pending`] ending by `deadline`.
@@ -766,6 +767,7 @@ impl Batching for RedisStore {
     }
 
     fn tick(&mut self) {
+        self.conn.forget_budget();
         let _ = self.flush_pending(false);
     }
 
@@ -795,14 +797,15 @@ impl KeyRecords for RedisStore {
             Option<String>,
         );
         // A value of another type there is none recorded too (recording replaces it).
-        let Some((f, p, h, v, s)): Option<Fields> =
-            damaged_is_none(self.conn.call(Route::Key(&key), |c| {
-                redis::cmd("HMGET")
-                    .arg(&key)
-                    .arg(&["f", "p", "h", "v", "s"])
-                    .query(c)
-            }))?
-        else {
+        let read = damaged_is_none(self.conn.call(Route::Key(&key), |c| {
+            redis::cmd("HMGET")
+                .arg(&key)
+                .arg(&["f", "p", "h", "v", "s"])
+                .query(c)
+        }));
+        // The decision that follows the key check spends what is left of this budget.
+        self.conn.keep_budget();
+        let Some((f, p, h, v, s)): Option<Fields> = read? else {
             return Ok(None);
         };
         // An older build's record has only f and p: its host and time are unknown.
@@ -826,8 +829,8 @@ impl KeyRecords for RedisStore {
         let (fp, path, host) = (hex(&new.fingerprint), new.path.clone(), new.host.clone());
         let since = new.since_ms;
         // Through `run`: a server that refuses TIME in scripts makes it stamp the host's time.
-        let deadline = std::time::Instant::now() + self.conn.timeout();
-        let n: u64 = self.run(&key.clone(), deadline, move |now| {
+        let deadline = self.conn.budget();
+        let n: Result<u64, StoreError> = self.run(&key.clone(), deadline, move |now| {
             let since = match since {
                 STAMP_NOW if now.is_empty() => "now".to_string(),
                 STAMP_NOW => now.to_string(),
@@ -842,8 +845,9 @@ impl KeyRecords for RedisStore {
                 .arg(&previous)
                 .arg(since);
             inv
-        })?;
-        Ok(n == 1)
+        });
+        self.conn.keep_budget();
+        Ok(n? == 1)
     }
 }
 

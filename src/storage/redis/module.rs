@@ -139,7 +139,8 @@ impl RedisStore {
 
     /// Detects now, if not done yet, whether the server has the commands.
     pub(super) fn ensure_detected(&mut self, key: &str) -> Result<(), StoreError> {
-        self.detected_by(key, Instant::now() + self.conn.timeout())
+        let deadline = self.conn.budget();
+        self.detected_by(key, deadline)
     }
 
     /// [`Self::ensure_detected`] by `deadline`.
@@ -162,7 +163,7 @@ impl RedisStore {
         let key = keys.first().map_or("", String::as_str);
         // One budget for the whole call: the question (first call of a connection), the
         // command, and the script after a command the server turned out not to know.
-        let deadline = Instant::now() + self.conn.timeout();
+        let deadline = self.conn.budget();
         self.detected_by(key, deadline)?;
         if self.path == Path::Module {
             let now = self.now_arg();
@@ -200,7 +201,7 @@ impl RedisStore {
     /// `RL.RESET` where the server has it, else `DEL` of the same keys.
     pub(super) fn forget(&mut self, keys: &[String]) -> Result<u64, StoreError> {
         let key = keys.first().map_or("", String::as_str);
-        let deadline = Instant::now() + self.conn.timeout();
+        let deadline = self.conn.budget();
         self.detected_by(key, deadline)?;
         let native = self.path == Path::Module;
         let r = self.conn.call_by(deadline, Route::Key(key), |c| {
