@@ -112,7 +112,7 @@ namespace RateLimit {
          * Whole tokens taken ahead of what the policy had, and not yet earned back when this
          * decision was made: a token bucket's reservations still to be earned, a window's count
          * past `$limit` in its current window (so Laravel's attempts are `limit - remaining +
-         * reserved`). 0 for a bucket that owes nothing.
+         * reserved`). 0 for a bucket that owes nothing, and for ratelimit_acquire_all().
          */
         public readonly int $reserved;
 
