@@ -121,6 +121,7 @@ macro_rules! conformance_suite {
             a_compound_replay_takes_nothing,
             a_compound_retry_in_progress_holds_nothing,
             a_compound_retry_with_other_scopes_is_charged,
+            the_reservation_vectors_hold,
             reservations_decide_as_the_core,
             concurrent_reservations_book_distinct_instants,
             a_read_between_a_booking_and_its_instant_is_no_clock_regression,
@@ -596,6 +597,55 @@ pub fn a_compound_call_with_mixed_policies_decides_as_the_core<B: Backend>(b: &B
         admitted > 10 && admitted < 110,
         "{admitted} admitted: a sequence that tests little"
     );
+}
+
+/// tests/vectors/reservations.tsv, step by step, each case on a bucket of its own: what every
+/// backend books (the core's unit test reads the same file).
+pub fn the_reservation_vectors_hold<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let mut cases = std::collections::HashMap::new();
+    let mut steps = 0;
+    for line in include_str!("../vectors/reservations.tsv").lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 13, "bad vector line {line:?}");
+        let n = |i: usize| f[i].parse::<u64>().unwrap_or_else(|_| panic!("{line:?}"));
+        let k = cases.len() as u8 + 80;
+        let k = *cases.entry(f[0]).or_insert_with(|| key(k));
+        clock.set(T0 + f[4].parse::<i64>().unwrap());
+        let kind = ratelimit::core::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
+        let plain = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(5), 0);
+        let a = match f[6] {
+            "-" => plain,
+            "inf" => plain.reserving(u64::MAX),
+            _ => plain.reserving(n(6)),
+        };
+        let v = s.acquire(&k, &a, 60_000, &mut none()).unwrap().verdict;
+        if v.source == Source::DenyCache {
+            // A plain call's repeated denial, answered by a worker's deny cache: its promise.
+            assert_eq!(
+                (v.allowed, v.reason, f[8]),
+                (false, Reason::Rate, "rate"),
+                "{line:?}"
+            );
+            steps += 1;
+            continue;
+        }
+        let got = [
+            u64::from(v.allowed).to_string(),
+            v.reason.as_str().to_string(),
+            v.remaining.to_string(),
+            v.retry_after_ms.to_string(),
+            v.wait_ms.to_string(),
+            v.reserved.to_string(),
+        ];
+        assert_eq!(got.as_slice(), &f[7..], "{line:?}");
+        steps += 1;
+    }
+    assert!(steps >= 20 && cases.len() >= 4, "{steps} steps");
 }
 
 pub mod vectors {
