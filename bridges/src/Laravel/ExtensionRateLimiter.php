@@ -209,8 +209,7 @@ class ExtensionRateLimiter extends RateLimiter
         if ($decay === null) {
             return 0;
         }
-        $d = ratelimit_peek(Key::subject($k), limit: self::COUNT, per: (float) $decay, scope: $this->scope, policy: self::POLICY);
-        return self::COUNT - $d->remaining;
+        return self::COUNT - $this->peek($k, self::COUNT, (float) $decay, $this->scope)->remaining;
     }
 
     /**
@@ -280,7 +279,7 @@ class ExtensionRateLimiter extends RateLimiter
         if ($decay === null) {
             return null;
         }
-        return ratelimit_peek(Key::subject($k), limit: $maxAttempts, per: (float) $decay, scope: $this->scope, policy: self::POLICY);
+        return $this->peek($k, $maxAttempts, (float) $decay, $this->scope);
     }
 
     /** The Laravel major version of the RateLimiter class loaded (8, 10 or 11 for 11 and later). */
@@ -296,7 +295,8 @@ class ExtensionRateLimiter extends RateLimiter
 
     private static function noGivingBack(): \LogicException
     {
-        return new \LogicException('ratelimit bridge: an amount below 1 (decrement()) is not supported: the store never gives back what a window has used.');
+        return new \LogicException('ratelimit bridge: an amount below 1 (decrement()) is not supported: '
+            . 'the store never gives back what a window has used.');
     }
 
     private function clean(string $key): string
@@ -331,7 +331,7 @@ class ExtensionRateLimiter extends RateLimiter
      */
     private function timer(string $k): ?array
     {
-        $d = ratelimit_peek(Key::subject($k), limit: self::COUNT, per: self::FOREVER, scope: $this->timerScope, policy: self::POLICY);
+        $d = $this->peek($k, self::COUNT, self::FOREVER, $this->timerScope);
         $decay = self::COUNT - $d->remaining;
         if ($decay < 1) {
             return null;
@@ -351,7 +351,19 @@ class ExtensionRateLimiter extends RateLimiter
      */
     private function startTimer(string $k, int $decay): void
     {
-        ratelimit_acquire(Key::subject($k), limit: $decay, per: (float) $decay, scope: $this->timerScope, cost: $decay, policy: self::POLICY);
+        ratelimit_acquire(
+            Key::subject($k),
+            limit: $decay,
+            per: (float) $decay,
+            scope: $this->timerScope,
+            cost: $decay,
+            policy: self::POLICY,
+        );
+    }
+
+    private function peek(string $k, int $limit, float $per, string $scope): Decision
+    {
+        return ratelimit_peek(Key::subject($k), limit: $limit, per: $per, scope: $scope, policy: self::POLICY);
     }
 
     private function take(string $k, int $limit, int $decay, int $cost): Decision
