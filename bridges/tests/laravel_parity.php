@@ -33,7 +33,8 @@ if (getenv('RL_PARITY_CLOCK') === false) {
     }
     $clock = tempnam(sys_get_temp_dir(), 'rl-clock');
     file_put_contents($clock, '2030-01-01 00:00:00');
-    $cmd = [PHP_BINARY, '-d', 'extension=' . $so];
+    // The extension as this process has it: from an ini file of PHP's scan dir, or -d here.
+    $cmd = str_contains((string) php_ini_scanned_files(), 'ratelimit') ? [PHP_BINARY] : [PHP_BINARY, '-d', 'extension=' . $so];
     foreach (['ratelimit.db_path', 'ratelimit.key_file', 'ratelimit.busy_timeout_ms'] as $ini) {
         if ((string) ini_get($ini) !== '') {
             array_push($cmd, '-d', "$ini=" . ini_get($ini));
@@ -62,7 +63,29 @@ if ($dir !== null) {
         }
     }
 }
-require __DIR__ . '/bootstrap.php';
+// The bridge: through the Composer autoloader tests/run generates ($RL_VENDOR), else PSR-4 by
+// hand (the PHP 8.4 root has no Composer). Laravel: the system's packages (/usr/share/php).
+$vendor = getenv('RL_VENDOR');
+if ($vendor !== false && is_file("$vendor/autoload.php")) {
+    require "$vendor/autoload.php";
+} else {
+    spl_autoload_register(function (string $class): void {
+        if (str_starts_with($class, 'RateLimit\\Bridge\\')) {
+            $file = dirname(__DIR__) . '/src/' . str_replace('\\', '/', substr($class, 17)) . '.php';
+            if (is_file($file)) {
+                require $file;
+            }
+        }
+    });
+}
+$autoloads = glob('/usr/share/php/Illuminate/{Cache,Filesystem,Container,Routing,Http,Support}/autoload.php', GLOB_BRACE);
+if (count($autoloads) !== 6) {
+    echo "not ok - laravel $version: the system's Laravel: want the autoload.php of Illuminate Cache, Filesystem, Container, Routing, Http, Support in /usr/share/php, found: " . implode(' ', $autoloads) . "\n";
+    exit(1);
+}
+foreach ($autoloads as $autoload) {
+    require_once $autoload;
+}
 if ($dir !== null) {
     if (!function_exists('Illuminate\Support\enum_value')) {
         // Laravel 11's helper (Illuminate/Support/functions.php), which the named limiters of
