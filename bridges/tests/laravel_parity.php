@@ -329,6 +329,19 @@ $tests['increment() by an amount (Laravel 10 and later)'] = function () use ($co
     return "increment 3, increment 4, hit, attempts: both $s";
 };
 
+$tests['a decay given as a DateInterval or a DateTime'] = function () use ($compare) {
+    [$s] = $compare('interval', function (Closure $make, string $key, Closure $at) {
+        $l = $make();
+        $out = [$l->hit($key, new DateInterval('PT90S')), 'in' . $l->availableIn($key)];
+        $out[] = var_export($l->attempt($key . 'b', 2, fn () => 'ran', (new DateTimeImmutable())->modify('+45 seconds')), true);
+        $out[] = 'in' . $l->availableIn($key . 'b');
+        $at(45);
+        $out[] = 't45 a' . $l->attempts($key) . ' b' . $l->attempts($key . 'b');
+        return $out;
+    });
+    return "hit with PT90S, attempt() until now + 45 s: both $s";
+};
+
 $tests['the throttle middleware\'s headers, throttle:3,10'] = function () use ($compare) {
     [$s] = $compare('mw', fn (Closure $make, string $key, Closure $at) => throttle($make, $at, [3, 10, $key]));
     return "5 requests at t0, one at t200, one at t600: both $s";
