@@ -116,7 +116,10 @@ $now = $t0;
 /** Moves the faked clock to $t0 + $s (never back: a clock stepping back mints nothing). */
 $at = function (int $s) use (&$now, $t0, $clockFile): void {
     $now = max($now, $t0 + $s);
-    file_put_contents($clockFile, gmdate('Y-m-d H:i:s', $now));
+    // Written aside, then renamed over: libfaketime rereads the file at every clock read (of
+    // any thread), and an empty file, between a truncation and its write, is an error to it.
+    file_put_contents("$clockFile.new", gmdate('Y-m-d H:i:s', $now));
+    rename("$clockFile.new", $clockFile);
     clearstatcache();
 };
 
