@@ -8,6 +8,11 @@
 declare(strict_types=1);
 
 $vendor = getenv('RL_VENDOR') ?: (getenv('RL_TMP') . '/vendor');
+// Debian's Composer writes no InstalledVersions.php with dump-autoload, while its class map names
+// it (FrameworkBundle and SecurityBundle ask whether the class exists): Debian's own copy.
+if (!is_file($vendor . '/composer/InstalledVersions.php') && is_file('/usr/share/php/Composer/InstalledVersions.php')) {
+    require_once '/usr/share/php/Composer/InstalledVersions.php';
+}
 require $vendor . '/autoload.php';
 
 $component = getenv('RL_SYMFONY_RATE_LIMITER') ?: '/usr/share/php/Symfony/Component/RateLimiter';
