@@ -173,6 +173,8 @@ fn verdict_of(v: &[u64], replay: bool) -> Result<Verdict, StoreError> {
         dry_run,
         replay: false,
         source: Source::Store,
+        wait_ms: 0,
+        reserved: 0,
     };
     Ok(if replay { decision::as_replay(v) } else { v })
 }
