@@ -63,10 +63,10 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
         $missing = array_values(array_diff(['id', 'policy'], array_keys($config)));
         if ($missing !== []) {
             // Symfony's OptionsResolver (a dependency of symfony/rate-limiter) words it so.
-            throw new MissingOptionsException(sprintf(
-                \count($missing) > 1 ? 'The required options "%s" are missing.' : 'The required option "%s" is missing.',
-                implode('", "', $missing),
-            ));
+            $format = \count($missing) > 1
+                ? 'The required options "%s" are missing.'
+                : 'The required option "%s" is missing.';
+            throw new MissingOptionsException(sprintf($format, implode('", "', $missing)));
         }
         $id = self::string($config, 'id');
         $this->policy = self::string($config, 'policy');

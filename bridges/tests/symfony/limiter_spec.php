@@ -19,7 +19,7 @@
 //   php -d extension=ratelimit.so -d ratelimit.db_path=/tmp/x.sqlite limiter_spec.php stock|bridge [NAME...]
 // Env: RL_VENDOR (the Composer autoloader of bridges/composer.json), RL_SYMFONY_RATE_LIMITER
 // (the component's directory; default Debian's /usr/share/php/Symfony/Component/RateLimiter).
-// Prints "ok - NAME: FIGURES" or "not ok - NAME: WHY" per test, then "# IMPL on Symfony V:
+// Prints "ok N - NAME: FIGURES" or "not ok N - NAME: WHY" per test (N its number), then "# IMPL on Symfony V:
 // P passed of N"; exits 1 when a test failed.
 declare(strict_types=1);
 
@@ -587,11 +587,11 @@ foreach ($tests as $name => $fn) {
     $run++;
     try {
         $figures = $fn(new Factories($impl));
-        echo "ok - $name: $figures\n";
+        echo "ok $run - $name: $figures\n";
         $passed++;
     } catch (Throwable $e) {
         $where = $e instanceof Failed ? '' : ' (' . get_class($e) . ' at ' . basename($e->getFile()) . ':' . $e->getLine() . ')';
-        echo "not ok - $name: " . $e->getMessage() . "$where\n";
+        echo "not ok $run - $name: " . $e->getMessage() . "$where\n";
     }
 }
 echo "# $impl on Symfony $version: $passed passed of $run\n";
