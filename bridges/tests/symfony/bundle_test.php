@@ -70,11 +70,12 @@ final class TestKernel extends Kernel
 
     public function registerBundles(): iterable
     {
-        yield new FrameworkBundle();
-        yield new SecurityBundle();
-        if ($this->bundle) {
-            yield new RateLimitBundle();
+        // With the bundle: the config/bundles.php of docs/frameworks.md (bridges/examples), and SecurityBundle.
+        $bundles = $this->bundle ? require dirname(__DIR__, 2) . '/examples/symfony/bundles.php' : [FrameworkBundle::class => ['all' => true]];
+        foreach ($bundles as $class => $envs) {
+            yield new $class();
         }
+        yield new SecurityBundle();
     }
 
     public function getProjectDir(): string
@@ -145,6 +146,15 @@ $boot = function (string $env, bool $bundle, array $services) use ($dir): Kernel
 };
 $fresh = fn (string $p) => $p . '-' . bin2hex(random_bytes(6));
 $tests = [];
+
+$tests['the config/bundles.php of docs/frameworks.md is there verbatim and registers the bundle'] = function () {
+    $file = dirname(__DIR__, 2) . '/examples/symfony/bundles.php';
+    $snippet = trim(substr((string) file_get_contents($file), strlen("<?php\n")));
+    $docs = (string) file_get_contents(dirname(__DIR__, 3) . '/docs/frameworks.md');
+    check(str_contains($docs, $snippet), "docs/frameworks.md does not contain $file verbatim");
+    check(array_key_exists(RateLimitBundle::class, require $file), 'no RateLimitBundle in it');
+    return 'bridges/examples/symfony/bundles.php in docs/frameworks.md; the kernels below load it';
+};
 
 $tests['bundle: framework.rate_limiter entries become the extension\'s factories, autowired by name'] = function () use ($boot, $fresh) {
     $c = $boot('ext', true, [UsesLimiters::class])->getContainer();
