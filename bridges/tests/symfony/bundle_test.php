@@ -29,6 +29,7 @@ use Symfony\Bundle\FrameworkBundle\FrameworkBundle;
 use Symfony\Bundle\SecurityBundle\SecurityBundle;
 use Symfony\Component\Config\Loader\LoaderInterface;
 use Symfony\Component\DependencyInjection\ContainerBuilder;
+use Symfony\Component\DependencyInjection\Reference;
 use Symfony\Component\HttpFoundation\Request;
 use Symfony\Component\HttpKernel\Kernel;
 use Symfony\Component\RateLimiter\RateLimiterFactory;
@@ -119,6 +120,12 @@ final class TestKernel extends Kernel
             }
             $c->loadFromExtension('security', $security);
             foreach ($services as $class) {
+                if (str_starts_with($class, 'by-hand:')) {
+                    // wired by hand, as services.yaml would: arguments: ['@limiter.anonymous_api']
+                    $class = substr($class, strlen('by-hand:'));
+                    $c->register($class, $class)->setArguments([new Reference('limiter.anonymous_api')])->setPublic(true);
+                    continue;
+                }
                 $c->register($class, $class)->setAutowired(true)->setPublic(true);
             }
             $c->setAlias('test.login_limiter', 'security.login_throttling.main.limiter')->setPublic(true);
@@ -213,6 +220,16 @@ $tests['bundle: an argument type-hinted RateLimiterFactory (final) fails the con
     throw new Failed('the kernel booted');
 };
 
+$tests['bundle: a service wired by hand with a RateLimiterFactory argument fails the compilation too, naming the service'] = function () use ($boot) {
+    try {
+        $boot('byhand', true, ['by-hand:' . UsesStockType::class]);
+    } catch (Throwable $e) {
+        check(str_contains($e->getMessage(), 'The service "UsesStockType" takes "limiter.anonymous_api" as Symfony\'s final RateLimiterFactory'), 'message: ' . $e->getMessage());
+        return get_class($e) . ': ' . $e->getMessage();
+    }
+    throw new Failed('the kernel booted');
+};
+
 $tests['without the bundle the same configuration gives Symfony\'s own factories (the control)'] = function () use ($boot) {
     $c = $boot('stock', false, [UsesStockType::class])->getContainer();
     $f = $c->get(UsesStockType::class)->anonymousApiLimiter;
@@ -234,7 +251,8 @@ if ($standIn) {
 $failed = 0;
 foreach ($tests as $name => $fn) {
     try {
-        echo "ok - $name: ", $fn(), "\n";
+        $figures = $fn();
+        echo "ok - $name: $figures\n";
     } catch (Throwable $e) {
         $failed++;
         $where = $e instanceof Failed ? '' : ' (' . get_class($e) . ' at ' . basename($e->getFile()) . ':' . $e->getLine() . ')';

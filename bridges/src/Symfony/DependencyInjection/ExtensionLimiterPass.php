@@ -11,6 +11,7 @@ use Symfony\Component\DependencyInjection\ChildDefinition;
 use Symfony\Component\DependencyInjection\Compiler\CompilerPassInterface;
 use Symfony\Component\DependencyInjection\ContainerBuilder;
 use Symfony\Component\DependencyInjection\Definition;
+use Symfony\Component\DependencyInjection\Reference;
 use Symfony\Component\RateLimiter\RateLimiterFactory;
 use Symfony\Component\Security\Http\RateLimiter\DefaultLoginRateLimiter;
 
@@ -26,8 +27,9 @@ use Symfony\Component\Security\Http\RateLimiter\DefaultLoginRateLimiter;
  * - `RateLimiterFactory $<name>Limiter`: Symfony 5.4 to 7.x's RateLimiterFactory is a final
  *   class whose limiters decide in PHP on a cache, so no object of it can decide through the
  *   extension. Its alias is made to fail the container's compilation with a message saying what
- *   to type-hint instead (a service that never asks for it is unaffected): never a limiter
- *   silently left off the extension, nor a TypeError at run time;
+ *   to type-hint instead (a service that never asks for it is unaffected), and so does a
+ *   service wired by hand with `limiter.<name>` for such a constructor argument: never a
+ *   limiter silently left off the extension, nor a TypeError at run time;
  * - `login_throttling` without a `limiter` of its own: Symfony's DefaultLoginRateLimiter, whose
  *   constructor takes only that final class, becomes ExtensionLoginRateLimiter, the same two
  *   limits (per client address, per user name and address) on the two factories above.
@@ -86,9 +88,59 @@ final class ExtensionLimiterPass implements CompilerPassInterface
             }
         }
 
-        foreach ($container->getDefinitions() as $definition) {
+        foreach ($container->getDefinitions() as $serviceId => $definition) {
             if ($definition->getClass() === DefaultLoginRateLimiter::class) {
                 $definition->setClass(ExtensionLoginRateLimiter::class);
+                continue;
+            }
+            self::refuseStockTypedArguments($serviceId, $definition, $replaced);
+        }
+    }
+
+    /**
+     * A service wired by hand (`arguments: ['@limiter.x']`) whose constructor takes the final
+     * RateLimiterFactory would get a TypeError when built: fail the compilation instead, naming it.
+     *
+     * @param array<string, true> $replaced
+     */
+    private static function refuseStockTypedArguments(string $serviceId, Definition $definition, array $replaced): void
+    {
+        $ours = array_filter(
+            $definition->getArguments(),
+            fn ($argument) => $argument instanceof Reference && isset($replaced[(string) $argument]),
+        );
+        $class = $definition->getClass();
+        if ($ours === [] || $definition->isAbstract() || $class === null) {
+            return;
+        }
+        try {
+            // Only the services given a limiter are loaded: another's class may need packages
+            // that are not installed.
+            $constructor = class_exists($class) ? (new \ReflectionClass($class))->getConstructor() : null;
+        } catch (\Throwable) {
+            return;
+        }
+        if ($constructor === null) {
+            return;
+        }
+        $parameters = $constructor->getParameters();
+        foreach ($ours as $key => $argument) {
+            $parameter = null;
+            foreach ($parameters as $i => $p) {
+                if ($key === $i || $key === 'index_' . $i || $key === '$' . $p->getName()) {
+                    $parameter = $p;
+                }
+            }
+            $type = $parameter?->getType();
+            if ($type instanceof \ReflectionNamedType && $type->getName() === self::STOCK_FACTORY) {
+                $definition->addError(sprintf(
+                    'The service "%s" takes "%s" as Symfony\'s final RateLimiterFactory (argument "$%s"), but'
+                    . ' it runs on the ratelimit extension (RateLimitBundle): type-hint %s instead.',
+                    $serviceId,
+                    (string) $argument,
+                    $parameter->getName(),
+                    LimiterFactoryInterface::class,
+                ));
             }
         }
     }
