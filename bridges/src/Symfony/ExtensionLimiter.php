@@ -227,26 +227,31 @@ final class ExtensionLimiter implements LimiterInterface
     {
         $at = $now;
         if ($peek->remaining === 0 && self::modernSymfony()) {
-            $at += $this->policy === 'token_bucket'
-                ? $this->interval * ceil(1 / $this->amount)
-                : $peek->retryAfter;
+            $at += match ($this->policy) {
+                'token_bucket' => $this->interval * ceil(1 / $this->amount),
+                'fixed_window' => ceil((float) $peek->retryAfter),
+                default => (float) $peek->retryAfter,
+            };
         }
         return new RateLimit($peek->remaining, self::second($at), true, $this->limit);
     }
 
     /**
      * The wait Symfony reports for a denial of `$tokens`: a token bucket's refill `interval`
-     * times the refills the missing tokens need (Symfony's arithmetic: never before the tokens
-     * are back, as the extension refills at the same rate), a fixed window's end in whole
-     * seconds, a sliding window's exact instant. "unavailable": a second.
+     * times the refills the missing tokens need, counting those booked ahead (Symfony's
+     * arithmetic: never before the tokens are back, as the extension refills at the same rate),
+     * a fixed window's end in whole seconds, a sliding window's exact instant. "unavailable":
+     * a second.
      */
     private function reportedWait(Decision $decision, int $tokens): float
     {
         if ($decision->reason !== 'rate') {
             return max(1.0, (float) $decision->retryAfter);
         }
+        // The tokens missing: those asked for beyond what is left, and those booked ahead.
+        $missing = max(1, $tokens - $decision->remaining + $decision->reserved);
         return match ($this->policy) {
-            'token_bucket' => (float) ($this->interval * ceil(max(1, $tokens - $decision->remaining) / $this->amount)),
+            'token_bucket' => (float) ($this->interval * ceil($missing / $this->amount)),
             'fixed_window' => ceil((float) $decision->retryAfter),
             default => (float) $decision->retryAfter,
         };
