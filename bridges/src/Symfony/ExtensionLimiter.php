@@ -10,6 +10,7 @@ use Symfony\Component\RateLimiter\Exception\ReserveNotSupportedException;
 use Symfony\Component\RateLimiter\LimiterInterface;
 use Symfony\Component\RateLimiter\Policy\SlidingWindow;
 use Symfony\Component\RateLimiter\Policy\SlidingWindowLimiter;
+use Symfony\Component\RateLimiter\Policy\Window;
 use Symfony\Component\RateLimiter\RateLimit;
 use Symfony\Component\RateLimiter\Reservation;
 
@@ -95,13 +96,13 @@ final class ExtensionLimiter implements LimiterInterface
                     $wait,
                     $maxTime ?? 0,
                 ),
-                new RateLimit($decision->remaining, self::second($now + $wait), false, $this->limit),
+                new RateLimit($decision->remaining, self::instant($now + $wait, false), false, $this->limit),
             );
         }
         $wait = (float) $decision->waitFor;
         return new Reservation(
             $now + $wait,
-            new RateLimit($decision->remaining, self::second($now + $wait), $wait <= 0.0, $this->limit),
+            new RateLimit($decision->remaining, self::instant($now + $wait, $wait <= 0.0), $wait <= 0.0, $this->limit),
         );
     }
 
@@ -127,11 +128,19 @@ final class ExtensionLimiter implements LimiterInterface
         if ($tokens > $this->limit && $this->policy === 'sliding_window' && !self::modernSymfony()) {
             // Symfony 5.4's sliding window does not check the size: such a call is a denial.
             $peek = $this->peek();
-            return new RateLimit($peek->remaining, self::second($now + $this->per), false, $this->limit);
+            return new RateLimit($peek->remaining, self::instant($now + $this->per, false), false, $this->limit);
         }
         $decision = $this->decide($tokens);
-        $retryAt = $decision->allowed ? $now : $now + $this->reportedWait($decision, $tokens);
-        return new RateLimit($decision->remaining, self::second($retryAt), $decision->allowed, $this->limit);
+        if (!$decision->allowed) {
+            $at = $now + $this->reportedWait($decision, $tokens);
+        } elseif ($decision->remaining === 0 && self::roundsUp()) {
+            // Symfony 6.4.50 and later: a call that took the last token says when the next comes.
+            $at = $now + $this->nextTokenWait($this->peek());
+        } else {
+            $at = $now;
+        }
+        $retryAfter = self::instant($at, $at === $now);
+        return new RateLimit($decision->remaining, $retryAfter, $decision->allowed, $this->limit);
     }
 
     /**
@@ -228,13 +237,20 @@ final class ExtensionLimiter implements LimiterInterface
     {
         $at = $now;
         if ($peek->remaining === 0 && self::modernSymfony()) {
-            $at += match ($this->policy) {
-                'token_bucket' => $this->interval * ceil(1 / $this->amount),
-                'fixed_window' => ceil((float) $peek->retryAfter),
-                default => (float) $peek->retryAfter,
-            };
+            $at += $this->nextTokenWait($peek);
         }
-        return new RateLimit($peek->remaining, self::second($at), true, $this->limit);
+        return new RateLimit($peek->remaining, self::instant($at, $peek->remaining > 0), true, $this->limit);
+    }
+
+    /** Seconds until one more token, as Symfony computes it, from a peek that found none. */
+    private function nextTokenWait(Decision $peek): float
+    {
+        return match ($this->policy) {
+            'token_bucket' => (float) ($this->interval * ceil(1 / $this->amount)),
+            // the window's end: before 6.4.50, now plus the whole seconds to it (rounded down after)
+            'fixed_window' => self::roundsUp() ? (float) $peek->retryAfter : ceil((float) $peek->retryAfter),
+            default => (float) $peek->retryAfter,
+        };
     }
 
     /**
@@ -253,7 +269,7 @@ final class ExtensionLimiter implements LimiterInterface
         $missing = max(1, $tokens - $decision->remaining + $decision->reserved);
         return match ($this->policy) {
             'token_bucket' => (float) ($this->interval * ceil($missing / $this->amount)),
-            'fixed_window' => ceil((float) $decision->retryAfter),
+            'fixed_window' => self::roundsUp() ? (float) $decision->retryAfter : ceil((float) $decision->retryAfter),
             default => (float) $decision->retryAfter,
         };
     }
@@ -284,10 +300,25 @@ final class ExtensionLimiter implements LimiterInterface
         return $modern ??= method_exists(SlidingWindow::class, 'calculateTimeForTokens');
     }
 
-    /** An instant rounded down to the second, as Symfony's limiters make them. */
-    private static function second(float $unixTime): \DateTimeImmutable
+    /**
+     * Symfony 6.4.50 and later (as Debian 13 packages it) round a future instant up to the
+     * second and say when the next token comes after a call that took the last one; earlier
+     * releases round down.
+     */
+    private static function roundsUp(): bool
     {
-        return \DateTimeImmutable::createFromFormat('U', (string) (int) floor($unixTime))
+        static $up = null;
+        return $up ??= method_exists(Window::class, 'configure');
+    }
+
+    /**
+     * An instant in whole seconds, as Symfony's limiters make them: now rounded down; a future
+     * one rounded up where the installed Symfony does so, else down.
+     */
+    private static function instant(float $unixTime, bool $now): \DateTimeImmutable
+    {
+        $second = !$now && self::roundsUp() ? ceil($unixTime) : floor($unixTime);
+        return \DateTimeImmutable::createFromFormat('U', (string) (int) $second)
             ?: throw new \LogicException(sprintf('Unrepresentable instant %F.', $unixTime));
     }
 }

@@ -148,7 +148,12 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
     private static function seconds(string $interval): int
     {
         $now = \DateTimeImmutable::createFromFormat('U', (string) time());
-        $then = $now === false ? false : @$now->modify('+' . $interval);
+        try {
+            $then = $now === false ? false : @$now->modify('+' . $interval);
+        } catch (\Exception) {
+            // PHP 8.3 and later throw DateMalformedStringException where 8.2 returned false.
+            $then = false;
+        }
         if ($now === false || $then === false) {
             throw new \LogicException(sprintf(
                 'Cannot parse interval "%s", please use a valid unit as described on'
