@@ -354,7 +354,7 @@ fn in_a_table_larger_than_the_sample_an_old_bucket_is_evicted_not_a_recent_one()
             .copy_from_slice(&sha2::Sha256::digest(i.to_be_bytes())[..16]);
         k
     };
-    let mut admit = |s: &mut SqliteStore, i: u32| {
+    let admit = |s: &mut SqliteStore, i: u32| {
         let a = s.acquire(&spread(i), &ask(1, hour, 0), 60_000, &mut none());
         assert!(a.unwrap().verdict.allowed);
     };
