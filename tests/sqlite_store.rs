@@ -337,6 +337,47 @@ fn with_no_drained_bucket_left_the_least_recently_used_goes() {
     );
 }
 
+/// In a table larger than the sample (issue 24: no recency index), a new subject evicts the
+/// least recently used of a random sample: never a bucket used since every bucket of the
+/// sample was, so with half the table used a minute ago and half just now, an old one (the
+/// chance that 64 keys in a row are all recent is 2^-64). Keys spread as pseudonyms are.
+#[test]
+fn in_a_table_larger_than_the_sample_an_old_bucket_is_evicted_not_a_recent_one() {
+    use sha2::Digest;
+    let f = SqliteFile::new();
+    let clock = ManualClock::at(T0);
+    let mut s = SqliteStore::open(&f.path, 5_000, 1_000, clock.clock()).unwrap();
+    let hour = 3_600_000;
+    let spread = |i: u32| {
+        let mut k = key(0);
+        k.bucket
+            .copy_from_slice(&sha2::Sha256::digest(i.to_be_bytes())[..16]);
+        k
+    };
+    let admit = |s: &mut SqliteStore, i: u32| {
+        let a = s.acquire(&spread(i), &ask(1, hour, 0), 60_000, &mut none());
+        assert!(a.unwrap().verdict.allowed);
+    };
+    for i in 0..500 {
+        admit(&mut s, i); // old: a minute before the others
+    }
+    clock.set(T0 + 60_000);
+    for i in 500..1_000 {
+        admit(&mut s, i);
+    }
+    clock.set(T0 + 61_000);
+    for i in 1_000..1_100 {
+        admit(&mut s, i); // 100 new subjects, each evicting one bucket in debt
+    }
+    let st = s.stats().unwrap();
+    assert_eq!((st.entries, st.counters.evicted), (1_000, 100));
+    let policy = ask(1, hour, 0).policy;
+    let recent_kept = (500..1_000u32)
+        .filter(|&i| s.peek(&spread(i), &policy, &mut none()).unwrap().reason == Reason::Rate)
+        .count();
+    assert_eq!(recent_kept, 500, "an evicted bucket was a recent one");
+}
+
 /// A released lease can make a full bucket drained before the stored floor: the release
 /// lowers the floor, so that bucket goes before one in debt, even outside the LRU window.
 #[test]
