@@ -261,7 +261,11 @@ fn role(port: u16) -> Option<String> {
 fn script_calls(port: u16) -> u64 {
     let info = text(port, &["INFO", "commandstats"]).unwrap_or_default();
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| {
+            ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:"]
+                .iter()
+                .any(|c| l.starts_with(c))
+        })
         .filter_map(|l| {
             l.split_once("calls=")?
                 .1
