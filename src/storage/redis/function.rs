@@ -141,11 +141,12 @@ impl RedisStore {
             || self.path != Path::Script
             || ask.max_inflight > 0
             || ask.request.is_some()
+            || ask.max_wait_ms.is_some()
         {
             return Ok(None);
         }
         let bucket = self.bucket_key(key);
-        let deadline = Instant::now() + self.conn.timeout();
+        let deadline = self.conn.budget();
         let p = &ask.policy;
         let mut args = vec![
             p.limit().to_string(),
