@@ -94,7 +94,7 @@ peek:
   lease: null
   scope: string
   replay: bool
-allowed,dryRun,lease,limit,reason,remaining,replay,resetAfter,retryAfter,scope,source
+allowed,dryRun,lease,limit,reason,remaining,replay,reserved,resetAfter,retryAfter,scope,source,waitFor
 bool(true)
 bool(true)
 bool(false)

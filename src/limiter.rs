@@ -644,6 +644,18 @@ mod tests {
     }
 
     #[test]
+    fn a_reservation_on_a_busy_store_is_a_denial_never_a_booking() {
+        let (mut l, _) = limiter(&[ErrorKind::Busy], false);
+        let a = l
+            .acquire(b"s", "default", &ask(0).reserving(u64::MAX))
+            .unwrap();
+        assert_eq!(
+            (a.verdict.allowed, a.verdict.reason, a.verdict.wait_ms),
+            (false, Reason::Unavailable, 0)
+        );
+    }
+
+    #[test]
     fn fail_open_admits_an_unavailable_decision_without_a_lease() {
         let (mut l, _) = limiter(&[ErrorKind::Timeout], true);
         let a = l.acquire(b"s", "default", &ask(1)).unwrap();

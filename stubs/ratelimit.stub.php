@@ -57,7 +57,7 @@
 namespace RateLimit {
 
     /**
-     * The answer of ratelimit_acquire(), ratelimit_acquire_all() or ratelimit_peek(). Final, with read-only properties;
+     * The answer of ratelimit_acquire(), ratelimit_reserve(), ratelimit_acquire_all() or ratelimit_peek(). Final, with read-only properties;
      * not created from PHP code.
      */
     final class Decision
@@ -100,6 +100,21 @@ namespace RateLimit {
 
         /** Seconds until the bucket is full again (0.0 when it is full, and when "unavailable"). */
         public readonly float $resetAfter;
+
+        /**
+         * Seconds to wait before going ahead: for ratelimit_reserve(), the exact time until the
+         * tokens it booked are earned (0.0 when they were there now); 0.0 for every other call.
+         * The call is allowed and its tokens are taken: sleep this long, then do the work.
+         */
+        public readonly float $waitFor;
+
+        /**
+         * Whole tokens taken ahead of what the policy had, and not yet earned back when this
+         * decision was made: a token bucket's reservations still to be earned, a window's count
+         * past `$limit` in its current window (so Laravel's attempts are `limit - remaining +
+         * reserved`). 0 for a bucket that owes nothing, and for ratelimit_acquire_all().
+         */
+        public readonly int $reserved;
 
         /**
          * The lease taken by an allowed call with `$inflight > 0`, as an opaque token that any
@@ -238,6 +253,49 @@ namespace {
      * @throws \RateLimit\Exception   key file missing, short, weak or not ours; database not creatable or not ours
      */
     function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1, ?string $request_id = null, string $policy = "token_bucket"): \RateLimit\Decision {}
+
+    /**
+     * Takes `$cost` tokens now against the future (Symfony's `reserve($tokens, $maxTime)`,
+     * nginx's `limit_req burst=... delay`): when they are not all there, the call books them at
+     * the exact instant the policy earns them, if that is at most `$max_wait` seconds away, and
+     * answers allowed with `$waitFor` = the seconds until then. Sleep `$waitFor`, then go
+     * ahead. Past `$max_wait` it is a denial ("rate", `$retryAfter` as for ratelimit_acquire())
+     * that takes nothing. One atomic step of the store: two callers never book the same
+     * tokens, and later calls (reservations or ratelimit_acquire()) queue behind a booking.
+     *
+     * - "token_bucket": each booking is placed where the previous one ends, `$cost` tokens'
+     *   earning time later (5 per second: 200 ms apart).
+     * - "fixed_window": a booking past `$limit` waits for the window's end and counts in the
+     *   current window (`$reserved`); the window's end forgets it, as Symfony's and Laravel's
+     *   fixed windows do.
+     * - "sliding_window": the wait is the exact instant the weighted count lets the tokens in;
+     *   they count in the current window and weigh on the next one.
+     *
+     * `$max_wait = INF` books whatever the wait: a forced charge (Laravel's `hit()` past the
+     * limit keeps counting). A store that cannot decide answers "unavailable", a denial (never
+     * a booking) unless ratelimit.fail_open admits it. A booked call is allowed: headers() has
+     * no Retry-After for it. No in-flight lease and no request id.
+     *
+     * @param string   $subject  what is limited, as for ratelimit_acquire()
+     * @param float    $max_wait the longest wait to book, in seconds (whole milliseconds,
+     *                           rounded down), >= 0; INF: any wait
+     * @param int|null $limit    as for ratelimit_acquire()
+     * @param float|null $per    as for ratelimit_acquire()
+     * @param string   $scope    as for ratelimit_acquire()
+     * @param int      $cost     tokens to take, 1 .. `$limit`; with "fixed_window" up to 10^12
+     *                           (counted whole, as Laravel's increment by more than its
+     *                           maximum; Symfony's reserve() refuses more than its limit)
+     * @param string   $policy   as for ratelimit_acquire()
+     *
+     * @return \RateLimit\Decision reason "ok" (with `$waitFor`), "rate" or "unavailable"
+     *
+     * @throws \ValueError            an argument out of its bounds (e.g. "ratelimit_reserve():
+     *                                Argument #2 ($max_wait) must be greater than or equal to 0"
+     *                                for a negative wait or NAN)
+     * @throws \TypeError             an argument of the wrong type
+     * @throws \RateLimit\Exception   as for ratelimit_acquire()
+     */
+    function ratelimit_reserve(string $subject, float $max_wait, ?int $limit = null, ?float $per = null, string $scope = "default", int $cost = 1, string $policy = "token_bucket"): \RateLimit\Decision {}
 
     /**
      * Compound limits, all or nothing: takes `$cost` tokens from every bucket of `$subject`

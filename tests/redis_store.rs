@@ -210,15 +210,29 @@ proptest! {
                 1 => cap / 4,
                 _ => (cap as f64 * f) as u64,
             };
-            let b = Bucket {
+            let mut b = Bucket {
                 tokens: share(ft),
                 stamp: t0,
                 prev: if stored_kind == Kind::SlidingWindow { share(fp) } else { 0 },
                 kind: stored_kind,
             };
+            // Booked ahead (see Bucket::book): a token bucket in debt, a window past its limit.
+            if fp > 0.75 {
+                match stored_kind {
+                    Kind::TokenBucket => {
+                        b.tokens = 0;
+                        b.prev = (t0 - 5) as u64;
+                        b.stamp = t0 + (per as f64 * 8.0 * (fp - 0.75)) as i64;
+                    }
+                    _ => b.tokens += cap,
+                }
+            }
             let now = t0 + (per as f64 * fnow) as i64;
             let milli = ((limit as f64 * fcost) as u64).clamp(1, limit) * 1_000;
             let r = b.refill(&p, now).bucket;
+            let wait = r.book_wait(&p, milli, now);
+            let mut booked = r;
+            booked.book(&p, milli, wait, now);
             want.extend([
                 r.available(&p, now) as i64,
                 r.wait_for(&p, milli, now) as i64,
@@ -228,6 +242,11 @@ proptest! {
                 r.tokens as i64,
                 r.stamp,
                 r.prev as i64,
+                wait as i64,
+                r.reserved(&p, now) as i64,
+                booked.tokens as i64,
+                booked.stamp,
+                booked.prev as i64,
             ]);
             args.extend([
                 limit.to_string(), per.to_string(), kind.code().to_string(),
@@ -243,13 +262,18 @@ proptest! {
                  tonumber(ARGV[i + 6])) \
                local now, milli = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]) \
                local r = refill(p, b, now) \
+               local wait = book_wait(p, r, milli, now) \
+               local k = bucket(r.tokens, r.stamp, r.prev, r.kind) \
+               book(p, k, milli, wait, now) \
                for _, x in ipairs({ available(p, r, now), wait_for(p, r, milli, now), \
                  wait_for(p, r, p.cap, now), wait_for_next_token(p, r, now), full_at(p, r), \
-                 r.tokens, r.stamp, r.prev }) do out[#out + 1] = int(x) end \
+                 r.tokens, r.stamp, r.prev, wait, reserved(p, r, now), k.tokens, k.stamp, \
+                 k.prev }) do out[#out + 1] = int(x) end \
              end return out",
             &args,
         );
-        for (i, (g, w)) in got.chunks(8).zip(want.chunks(8)).enumerate() {
+        prop_assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.chunks(13).zip(want.chunks(13)).enumerate() {
             prop_assert_eq!(g, w, "case {}: {:?}", i, &args[i * 9..i * 9 + 9]);
         }
     }

@@ -482,6 +482,7 @@ fn plain_acquire(
         max_inflight: 0,
         dry_run: dry,
         request: None,
+        max_wait_ms: None,
     };
     let d = decision::decide(stored.map(|s| s.bucket), &ask, Slots::default(), now);
     let mut counts = stored.map_or([0; 3], |s| s.counts);
@@ -498,11 +499,28 @@ fn plain_acquire(
     r[5] = RedisValue::Integer(i64::from(d.verdict.dry_run) + 4 * i64::from(d.clock_regressed));
     r.push(RedisValue::StringBuffer(Vec::new()));
     r.push(RedisValue::Integer(0));
-    Ok(RedisValue::Array(r))
+    Ok(RedisValue::Array(with_booking(r, &d.verdict)))
+}
+
+/// RL.ACQUIRE's last two fields, as acquire.lua's: the booking's wait and the tokens owed.
+fn with_booking(mut r: Vec<RedisValue>, v: &Verdict) -> Vec<RedisValue> {
+    r.push(i(v.wait_ms));
+    r.push(i(v.reserved));
+    r
+}
+
+/// A reservation's longest wait in ms ("inf": any), the 14th argument of the full form.
+fn max_wait(a: Option<&RedisString>) -> Result<Option<u64>, RedisError> {
+    match a.map(RedisString::as_slice) {
+        None => Ok(None),
+        Some(b"inf") => Ok(Some(u64::MAX)),
+        Some(_) => Ok(Some(num(a.expect("matched Some"))?)),
+    }
 }
 
 /// `RL.ACQUIRE 3 bucket leases request now limit per_ms cost max_inflight lease_ttl_ms lease
-/// dry_run request_ttl_ms bucket_name terms replays policy`: acquire.lua. A plain call (no slot,
+/// dry_run request_ttl_ms bucket_name terms replays policy [max_wait]`: acquire.lua (with
+/// `max_wait`, ms or `inf`, a reservation: `ratelimit_reserve`). A plain call (no slot,
 /// no request id) may take the short form `RL.ACQUIRE 1 bucket now limit per_ms cost [dry_run
 /// [policy]]`:
 /// the script never touches the other two keys of such a call, and every argument parsed costs
@@ -511,7 +529,7 @@ fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, &args, |ctx, keys, a| {
         let full = match keys {
             [_] if (4..=6).contains(&a.len()) => false,
-            [_, _, _] if (12..=13).contains(&a.len()) => true,
+            [_, _, _] if (12..=14).contains(&a.len()) => true,
             _ => return Err(RedisError::WrongArity),
         };
         let bk = &keys[0];
@@ -558,7 +576,7 @@ fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 r[5] = RedisValue::Integer(flags);
                 r.push(RedisValue::StringBuffer(Vec::new()));
                 r.push(RedisValue::Integer(0));
-                return Ok(RedisValue::Array(r));
+                return Ok(RedisValue::Array(with_booking(r, &v)));
             }
         }
 
@@ -574,6 +592,7 @@ fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             max_inflight,
             dry_run: dry,
             request: None,
+            max_wait_ms: max_wait(a.get(13))?,
         };
         let d = decision::decide(stored.map(|s| s.bucket), &ask, slots, now);
         let mut counts = stored.map_or([0; 3], |s| s.counts);
@@ -602,7 +621,7 @@ fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         r[5] = RedisValue::Integer(i64::from(d.verdict.dry_run) + 4 * i64::from(d.clock_regressed));
         r.push(RedisValue::StringBuffer(lease.to_vec()));
         r.push(RedisValue::Integer(expired));
-        Ok(RedisValue::Array(r))
+        Ok(RedisValue::Array(with_booking(r, &d.verdict)))
     })
 }
 
@@ -638,6 +657,7 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 max_inflight: if k == 0 { max_inflight } else { 0 },
                 dry_run: arg(a, o + 3)?.as_slice() == b"1",
                 request: None,
+                max_wait_ms: None,
             });
             stored.push(bucket(ctx, key, &p, now)?);
         }

@@ -37,6 +37,9 @@
 pub const MILLI: u64 = 1000;
 /// Largest `limit` accepted: `limit * MILLI` and every product below fit 128-bit arithmetic.
 pub const MAX_LIMIT: u64 = 1_000_000_000_000;
+/// Most milli-tokens a window counts as used (bookings past its limit add up): below 2^50,
+/// so that the Lua scripts' exact arithmetic holds for every stored value.
+pub const MAX_USED: u64 = (1 << 50) - 1;
 /// Shortest window: one millisecond.
 pub const MIN_PER_MS: u64 = 1;
 /// Longest window: 10^9 seconds.
@@ -189,7 +192,8 @@ impl Policy {
     /// Milliseconds needed to earn `milli` milli-tokens, rounded up.
     pub fn time_to_earn(&self, milli: u64) -> u64 {
         let cap = self.capacity() as u128;
-        (milli as u128 * self.per_ms as u128).div_ceil(cap) as u64
+        let ms = (milli as u128 * self.per_ms as u128).div_ceil(cap);
+        ms.min(u64::MAX as u128) as u64
     }
 
     /// The sliding window's weighted share of the previous window's `prev` milli-tokens, `d`
@@ -222,7 +226,8 @@ pub struct Bucket {
     /// Token bucket: wall-clock ms up to which earnings are credited. Windows: the current
     /// window's start.
     pub stamp: i64,
-    /// Sliding window: milli-tokens used in the previous window (0 for the others).
+    /// Sliding window: milli-tokens used in the previous window. Token bucket: 0, or while in
+    /// debt the instant its latest booking was decided (see [`Bucket::book`]).
     pub prev: u64,
     /// The policy the state was written under. A call with another one converts it first
     /// (see [`Bucket::refill`]).
@@ -271,7 +276,9 @@ impl Bucket {
         if self.kind != policy.kind {
             return self.convert(policy, now);
         }
-        let clock_regressed = now < self.stamp;
+        // A token bucket in debt (see [`Self::book`]) has its stamp ahead on purpose: only a
+        // clock read earlier than the booking's own decision ran backwards.
+        let clock_regressed = now < self.stamp && !self.in_debt_at(policy, now);
         let bucket = match policy.kind {
             Kind::TokenBucket => self.refill_tokens(policy, now),
             Kind::FixedWindow => {
@@ -322,7 +329,11 @@ impl Bucket {
         // A policy may have shrunk since the bucket was written: never hold more than it allows.
         let tokens = self.tokens.min(cap);
         if now < self.stamp {
-            return Self::tokens_at(tokens, self.stamp);
+            // Keeps a debt's marker (see [`Self::book`]): nothing is earned before the stamp.
+            return Self {
+                prev: self.prev,
+                ..Self::tokens_at(tokens, self.stamp)
+            };
         }
         // `abs_diff`: a stamp read from a damaged file may be anything; no subtraction overflows.
         let elapsed = now.abs_diff(self.stamp);
@@ -441,6 +452,75 @@ impl Bucket {
             return 0;
         }
         (self.ready_at(policy, milli) as i128 - now as i128).max(0) as u64
+    }
+
+    /// Milliseconds from `now` until `milli` milli-tokens can be booked (0 when they are
+    /// available now): the exact instant they are earned if nothing else is taken. A token
+    /// bucket books any amount (a cost past the limit is a debt paid back at the rate); a
+    /// window books a cost past its limit once nothing counts any more (it never fits).
+    /// Exact for a state returned by [`Self::refill`].
+    pub fn book_wait(&self, policy: &Policy, milli: u64, now: i64) -> u64 {
+        let need = match policy.kind {
+            Kind::TokenBucket => milli,
+            Kind::FixedWindow | Kind::SlidingWindow => milli.min(policy.capacity()),
+        };
+        self.wait_for(policy, need, now)
+    }
+
+    /// Takes `milli` milli-tokens booked `wait` ms after `now` (`wait` from
+    /// [`Self::book_wait`]). A token bucket in debt holds nothing until the booked instant:
+    /// `tokens = 0, stamp = now + wait`, a stamp ahead earns nothing until then (the fraction
+    /// of a milli-token earned past the exact instant is withheld, never minted), and the
+    /// next booking queues behind it. A window counts the booking in the current window, past
+    /// its limit if need be (Symfony's `reserve` and Laravel's `hit` do): a fixed window
+    /// forgets it at its end, a sliding one weighs it on the next window.
+    ///
+    /// A debt is marked in `prev` (unused by a token bucket, stored by every backend, and
+    /// ignored by builds before reservations, which read the debt as a stamp ahead and earn
+    /// nothing until it, exactly): the latest instant a booking was decided at, so that a
+    /// clock read between it and the stamp is not counted as running backwards.
+    pub fn book(&mut self, policy: &Policy, milli: u64, wait: u64, now: i64) {
+        match policy.kind {
+            Kind::TokenBucket if wait > 0 => {
+                let decided = (now.max(1) as u64).max(self.prev);
+                *self = Self {
+                    prev: decided,
+                    ..Self::tokens_at(0, after(now, wait))
+                };
+            }
+            Kind::TokenBucket => self.take(policy, milli, now),
+            Kind::FixedWindow | Kind::SlidingWindow => {
+                self.take(policy, 0, now);
+                self.tokens = self.tokens.saturating_add(milli).min(MAX_USED);
+            }
+        }
+    }
+
+    /// A token bucket booked ahead (see [`Self::book`]) and not yet at its stamp, read at or
+    /// after the booking's decision.
+    fn in_debt_at(&self, policy: &Policy, now: i64) -> bool {
+        policy.kind == Kind::TokenBucket
+            && self.kind == Kind::TokenBucket
+            && self.prev != 0
+            && now < self.stamp
+            && now as i128 >= self.prev as i128
+    }
+
+    /// Whole tokens taken ahead of what the policy had and not yet earned back at `now`
+    /// (rounded up): a token bucket's debt, a window's count past its limit.
+    pub fn reserved(&self, policy: &Policy, now: i64) -> u64 {
+        let cap = policy.capacity();
+        let milli = match policy.kind {
+            Kind::TokenBucket if self.prev != 0 && self.stamp > now => {
+                let ahead = self.stamp.abs_diff(now) as u128;
+                let owed = (ahead * cap as u128).div_ceil(policy.per_ms as u128);
+                owed.min(u64::MAX as u128) as u64
+            }
+            Kind::TokenBucket => 0,
+            Kind::FixedWindow => self.tokens.saturating_sub(cap),
+            Kind::SlidingWindow => self.sliding_used(policy, now).saturating_sub(cap),
+        };
+        milli.div_ceil(MILLI)
     }
 
     /// Milliseconds until full again (a window: until nothing used counts any more).
@@ -672,3 +752,6 @@ mod tests {
 
 #[cfg(test)]
 mod model_tests;
+
+#[cfg(test)]
+mod reserve_tests;

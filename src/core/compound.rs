@@ -68,6 +68,8 @@ pub fn decide_all(stored: &[Option<Bucket>], asks: &[Ask], slots: Slots, now: i6
             if i > 0 {
                 a.max_inflight = 0;
             }
+            // A compound call books nothing ahead: all or nothing, now.
+            a.max_wait_ms = None;
             let slots = if i == 0 { slots } else { Slots::default() };
             decision::decide(*s, &a, slots, now)
         })
@@ -99,6 +101,11 @@ pub fn decide_all(stored: &[Option<Bucket>], asks: &[Ask], slots: Slots, now: i6
             })
             .collect()
     };
+    // The tokens owed by earlier reservations are not reported by a compound call (its Lua
+    // script's and native command's replies have no field for them): 0 on every backend.
+    for v in &mut each {
+        v.reserved = 0;
+    }
     let reported = tightest(&each);
     let verdict = each[reported];
     debug_assert!(verdict.took() == all_took);
@@ -124,7 +131,7 @@ pub fn remembered(
     dry_run: bool,
 ) -> Option<(usize, Verdict)> {
     use super::request::Judgement;
-    match judgement {
+    let answer = match judgement {
         Judgement::Fresh => None,
         Judgement::Replay => {
             let reported = tightest(peeked);
@@ -133,7 +140,9 @@ pub fn remembered(
         Judgement::InProgress { until } => {
             Some((0, decision::as_in_progress(peeked[0], until, now, dry_run)))
         }
-    }
+    };
+    // As for every compound answer (see `decide_all`).
+    answer.map(|(i, v)| (i, Verdict { reserved: 0, ..v }))
 }
 
 #[cfg(test)]

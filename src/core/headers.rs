@@ -89,6 +89,8 @@ mod tests {
             dry_run: false,
             replay: false,
             source: crate::core::decision::Source::Store,
+            wait_ms: 0,
+            reserved: 0,
         }
     }
 

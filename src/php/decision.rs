@@ -9,7 +9,8 @@ use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
 
-/// The outcome of `ratelimit_acquire()`, `ratelimit_acquire_all()` or `ratelimit_peek()`.
+/// The outcome of `ratelimit_acquire()`, `ratelimit_reserve()`, `ratelimit_acquire_all()` or
+/// `ratelimit_peek()`.
 #[php_class]
 #[php(name = "RateLimit\\Decision")]
 #[php(flags = ClassFlags::Final.union(ClassFlags::NoDynamicProperties))]
@@ -104,6 +105,20 @@ impl Decision {
     #[php(getter)]
     pub fn get_reset_after(&self) -> f64 {
         seconds(self.verdict.reset_after_ms)
+    }
+
+    /// Seconds until the tokens a reservation booked are earned (0.0 when they were there,
+    /// and for every other call): wait this long, then go ahead.
+    #[php(getter)]
+    pub fn get_wait_for(&self) -> f64 {
+        seconds(self.verdict.wait_ms)
+    }
+
+    /// Whole tokens taken ahead of what the policy had and not yet earned back: a token
+    /// bucket's booked debt, a window's count past its limit.
+    #[php(getter)]
+    pub fn get_reserved(&self) -> i64 {
+        self.verdict.reserved.min(i64::MAX as u64) as i64
     }
 
     /// The in-flight lease taken, to give to `ratelimit_release()`; null when none was taken.

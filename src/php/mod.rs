@@ -1,4 +1,4 @@
-//! The PHP glue: the nine functions, the module's startup, the end of a request and phpinfo().
+//! The PHP glue: the ten functions, the module's startup, the end of a request and phpinfo().
 //! Thin by design: it parses arguments, calls the [`crate::limiter::Limiter`], and builds a
 //! Decision.
 
@@ -37,6 +37,15 @@ static ACQUIRE: [Param; 8] = [
     param("scope", DataType::String, false, Some("\"default\"")),
     param("cost", DataType::Long, false, Some("1")),
     param("request_id", DataType::String, true, Some("null")),
+    param("policy", DataType::String, false, Some("\"token_bucket\"")),
+];
+static RESERVE: [Param; 7] = [
+    param("subject", DataType::String, false, None),
+    param("max_wait", DataType::Double, false, None),
+    param("limit", DataType::Long, true, Some("null")),
+    param("per", DataType::Double, true, Some("null")),
+    param("scope", DataType::String, false, Some("\"default\"")),
+    param("cost", DataType::Long, false, Some("1")),
     param("policy", DataType::String, false, Some("\"token_bucket\"")),
 ];
 static ACQUIRE_ALL: [Param; 5] = [
@@ -246,6 +255,57 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
             scope,
             acquired.lease,
         ))
+    })
+}
+
+/// `$max_wait` seconds as whole milliseconds, rounded down so that no booking waits longer
+/// than asked; INF is any wait (a forced charge). Negative or NAN: the caller's error.
+fn max_wait_arg(call: &Call, i: usize) -> Result<u64, Error> {
+    match call.double(i)?.unwrap_or(f64::NAN) {
+        w if w == f64::INFINITY => Ok(u64::MAX),
+        w if w >= 0.0 => Ok(((w * 1000.0).floor() as u64).min(u64::MAX - 1)),
+        _ => Err(call.value_error(i, "must be greater than or equal to 0")),
+    }
+}
+
+extern "C" fn ratelimit_reserve(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_reserve", &RESERVE)?;
+        let config = ini::config();
+        let subject = subject_arg(&call, 0)?;
+        let max_wait_ms = max_wait_arg(&call, 1)?;
+        let policy = policy_args(&call, 2, &config)?;
+        let scope = scope_arg(&call, 4)?;
+        let kind = kind_arg(&call, 6)?;
+        // A fixed window counts a cost past `$limit` (Laravel's increment by more than its
+        // maximum does); the others never hold it (Symfony's reserve() throws).
+        let most = match kind {
+            Kind::FixedWindow => MAX_LIMIT,
+            Kind::TokenBucket | Kind::SlidingWindow => policy.limit(),
+        };
+        let cost = match call.long(5)?.unwrap_or(1) {
+            c if c < 1 => return Err(call.value_error(5, "must be greater than 0")),
+            c if c as u64 > most && kind == Kind::FixedWindow => {
+                return Err(
+                    call.value_error(5, &format!("must be less than or equal to {MAX_LIMIT}"))
+                )
+            }
+            c if c as u64 > most => {
+                return Err(call.value_error(
+                    5,
+                    "must be less than or equal to argument #3 ($limit) unless argument #7 \
+                     ($policy) is \"fixed_window\"",
+                ))
+            }
+            c => c as u64,
+        };
+        let policy = policy.with_kind(kind);
+        let ask = Ask::new(policy, cost, 0).reserving(max_wait_ms);
+        let acquired = worker::with(&config, |l| {
+            l.acquire_request(&subject, &scope, &ask, None)
+                .map_err(Error::Store)
+        })?;
+        to_zval(Decision::new(acquired.verdict, &policy, scope, None))
     })
 }
 
@@ -523,6 +583,12 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
             "ratelimit_acquire",
             ratelimit_acquire,
             &ACQUIRE,
+            obj,
+        ))
+        .function(declare(
+            "ratelimit_reserve",
+            ratelimit_reserve,
+            &RESERVE,
             obj,
         ))
         .function(declare(

@@ -114,8 +114,11 @@ impl DenyCache {
     /// first admission runs is `in_progress`), which this cache does not see. Denials with a
     /// fresh id on every call stay cheap all the same: SQLite answers them from its read
     /// snapshot (record and bucket read together), without the write lock.
+    ///
+    /// A reservation is never answered here either: a wait this cache would deny may be one
+    /// the store books.
     fn cacheable(ask: &Ask) -> bool {
-        !ask.dry_run && ask.request.is_none()
+        !ask.dry_run && ask.request.is_none() && ask.max_wait_ms.is_none()
     }
 
     /// The local denial for `ask` at `now`, if the remembered one covers it.
@@ -145,6 +148,8 @@ impl DenyCache {
             dry_run: false,
             replay: false,
             source: Source::DenyCache,
+            wait_ms: 0,
+            reserved: e.verdict.reserved,
         })
     }
 
@@ -664,6 +669,8 @@ mod tests {
         let v = Verdict {
             reason: Reason::Rate,
             source: Source::Store,
+            wait_ms: 0,
+            reserved: 0,
             ..v
         };
         for i in 0..(MAX_ENTRIES as u32 + 10) {

@@ -121,6 +121,10 @@ macro_rules! conformance_suite {
             a_compound_replay_takes_nothing,
             a_compound_retry_in_progress_holds_nothing,
             a_compound_retry_with_other_scopes_is_charged,
+            the_reservation_vectors_hold,
+            reservations_decide_as_the_core,
+            concurrent_reservations_book_distinct_instants,
+            a_read_between_a_booking_and_its_instant_is_no_clock_regression,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -593,6 +597,55 @@ pub fn a_compound_call_with_mixed_policies_decides_as_the_core<B: Backend>(b: &B
         admitted > 10 && admitted < 110,
         "{admitted} admitted: a sequence that tests little"
     );
+}
+
+/// tests/vectors/reservations.tsv, step by step, each case on a bucket of its own: what every
+/// backend books (the core's unit test reads the same file).
+pub fn the_reservation_vectors_hold<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let mut cases = std::collections::HashMap::new();
+    let mut steps = 0;
+    for line in include_str!("../vectors/reservations.tsv").lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 13, "bad vector line {line:?}");
+        let n = |i: usize| f[i].parse::<u64>().unwrap_or_else(|_| panic!("{line:?}"));
+        let k = cases.len() as u8 + 80;
+        let k = *cases.entry(f[0]).or_insert_with(|| key(k));
+        clock.set(T0 + f[4].parse::<i64>().unwrap());
+        let kind = ratelimit::core::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
+        let plain = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(5), 0);
+        let a = match f[6] {
+            "-" => plain,
+            "inf" => plain.reserving(u64::MAX),
+            _ => plain.reserving(n(6)),
+        };
+        let v = s.acquire(&k, &a, 60_000, &mut none()).unwrap().verdict;
+        if v.source == Source::DenyCache {
+            // A plain call's repeated denial, answered by a worker's deny cache: its promise.
+            assert_eq!(
+                (v.allowed, v.reason, f[8]),
+                (false, Reason::Rate, "rate"),
+                "{line:?}"
+            );
+            steps += 1;
+            continue;
+        }
+        let got = [
+            u64::from(v.allowed).to_string(),
+            v.reason.as_str().to_string(),
+            v.remaining.to_string(),
+            v.retry_after_ms.to_string(),
+            v.wait_ms.to_string(),
+            v.reserved.to_string(),
+        ];
+        assert_eq!(got.as_slice(), &f[7..], "{line:?}");
+        steps += 1;
+    }
+    assert!(steps >= 20 && cases.len() >= 4, "{steps} steps");
 }
 
 pub mod vectors {
@@ -1363,4 +1416,120 @@ pub fn a_compound_retry_with_other_scopes_is_charged<B: Backend>(b: &B) {
         .verdict;
     assert!(v.took() && !v.replay);
     assert_eq!(peek_remaining(&mut s, &keys[0], 10, 60_000), 8);
+}
+
+/// Reservations mixed with plain calls and peeks, forced charges among them, on each policy:
+/// the store books exactly what the core books (its wait and the tokens owed included).
+pub fn reservations_decide_as_the_core<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::{Bucket, Kind};
+    use ratelimit::core::decision::{decide, peek};
+    use ratelimit::core::lease::Slots;
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let mut rng = Lcg(24);
+    for (n, kind) in Kind::ALL.into_iter().enumerate() {
+        let k = key(60 + n as u8);
+        let limit = 1 + rng.below(5);
+        let per = 1 + rng.below(900);
+        let p = Policy::new(limit, per).unwrap().with_kind(kind);
+        let mut now = T0;
+        let mut state: Option<Bucket> = None;
+        for step in 0..150 {
+            now += rng.below(500) as i64 - 100;
+            clock.set(now);
+            if rng.below(8) == 0 {
+                let got = s.peek(&k, &p, &mut none()).unwrap();
+                let want = peek(state, &p, now);
+                assert_eq!(
+                    (numbers(&got), got.reserved),
+                    (numbers(&want), want.reserved),
+                    "{kind:?} peek {step}"
+                );
+                continue;
+            }
+            let plain = Ask::new(p, 1 + rng.below(limit), 0);
+            let a = match rng.below(4) {
+                0 => plain,
+                1 => plain.reserving(u64::MAX),
+                _ => plain.reserving(rng.below(3 * per)),
+            };
+            let want = decide(state, &a, Slots::default(), now);
+            let got = s.acquire(&k, &a, 60_000, &mut none()).unwrap().verdict;
+            if got.source == Source::DenyCache {
+                assert_eq!(a.max_wait_ms, None, "a reservation is never the cache's");
+                deny_cache_answer_is_within_the_core(&got, &want.verdict, &format!("{step}"));
+                continue;
+            }
+            assert_eq!(
+                (numbers(&got), got.wait_ms, got.reserved),
+                (
+                    numbers(&want.verdict),
+                    want.verdict.wait_ms,
+                    want.verdict.reserved
+                ),
+                "{kind:?} step {step} {a:?}"
+            );
+            state = Some(want.bucket);
+        }
+    }
+}
+
+/// Many connections reserving at one instant: each booking gets its own instant, one token's
+/// earning time after the previous one (5 per second: 200 ms apart), none past the maximum
+/// wait, and the rest are denied.
+pub fn concurrent_reservations_book_distinct_instants<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    b.open(clock.clock());
+    let a = ask(5, 1_000, 0).reserving(6_000);
+    let mut waits: Vec<Option<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let clock = clock.clone();
+                s.spawn(move || {
+                    let mut store = b.open(clock.clock());
+                    (0..5)
+                        .map(|_| {
+                            let v = store.acquire(&key(1), &a, 60_000, &mut none()).unwrap();
+                            v.verdict.allowed.then_some(v.verdict.wait_ms)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    waits.sort();
+    let mut want = vec![None; 5];
+    want.extend([Some(0); 5]);
+    want.extend((1..=30).map(|i| Some(i * 200)));
+    assert_eq!(waits, want);
+}
+
+/// A clock read after a booking's decision and before its instant is waiting, not running
+/// backwards; one read before the booking's decision is.
+pub fn a_read_between_a_booking_and_its_instant_is_no_clock_regression<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = ask(1, 1_000, 0);
+    assert!(allowed(&mut s, &key(1), &a));
+    clock.set(T0 + 100);
+    let booked = s
+        .acquire(&key(1), &a.reserving(u64::MAX), 60_000, &mut none())
+        .unwrap()
+        .verdict;
+    assert_eq!(
+        (booked.allowed, booked.wait_ms, booked.reserved),
+        (true, 900, 1)
+    );
+    clock.set(T0 + 500);
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
+    assert_eq!((v.reason, v.retry_after_ms), (Reason::Rate, 1_500));
+    assert_eq!(s.stats(&mut none()).unwrap().counters.clock_regressions, 0);
+    clock.set(T0 + 50);
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
+    assert_eq!(v.reason, Reason::Rate);
+    assert_eq!(s.stats(&mut none()).unwrap().counters.clock_regressions, 1);
 }

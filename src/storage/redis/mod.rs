@@ -173,12 +173,40 @@ fn verdict_of(v: &[u64], replay: bool) -> Result<Verdict, StoreError> {
         dry_run,
         replay: false,
         source: Source::Store,
+        wait_ms: 0,
+        reserved: 0,
     };
     Ok(if replay { decision::as_replay(v) } else { v })
 }
 
-/// The reply of `acquire.lua`.
-type AcquireReply = (u8, u64, u64, u64, u64, u8, String, u64);
+/// The reply of `acquire.lua` (and RL.ACQUIRE): reason, remaining, retry_after, reset_after,
+/// next_token, flags, lease, expired, then wait and reserved. Those two are absent from a
+/// server's module of a build before reservations (a rolling upgrade): read as 0.
+struct AcquireReply {
+    head: (u8, u64, u64, u64, u64, u8, String, u64),
+    wait_ms: u64,
+    reserved: u64,
+}
+
+impl redis::FromRedisValue for AcquireReply {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        let redis::Value::Array(mut items) = v else {
+            return Err("a decision's reply is not an array".into());
+        };
+        let tail = items.split_off(items.len().min(8));
+        let head = redis::from_redis_value(redis::Value::Array(items))?;
+        let (wait_ms, reserved) = match <[redis::Value; 2]>::try_from(tail) {
+            Ok([w, r]) => (redis::from_redis_value(w)?, redis::from_redis_value(r)?),
+            Err(rest) if rest.is_empty() => (0, 0),
+            Err(_) => return Err("a decision's reply of an unexpected length".into()),
+        };
+        Ok(Self {
+            head,
+            wait_ms,
+            reserved,
+        })
+    }
+}
 
 impl RedisStore {
     /// A store that connects on its first call. `host_clock`: decide with this clock instead of
@@ -504,9 +532,17 @@ impl Store for RedisStore {
             replays,
             ask.policy.kind().code().to_string(),
         ];
+        // A reservation's longest wait, a 13th argument (never the plain short form).
+        let mut args = args.to_vec();
+        if let Some(max) = ask.max_wait_ms {
+            args.push(match max {
+                u64::MAX => "inf".to_string(),
+                ms => ms.to_string(),
+            });
+        }
         let reply: AcquireReply = self.step(Command::Acquire, &scripts().acquire, &keys, &args)?;
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
-            reply;
+            reply.head;
         let fields = [
             u64::from(code),
             remaining,
@@ -515,7 +551,9 @@ impl Store for RedisStore {
             next_token_ms,
             u64::from(flags & 1),
         ];
-        let verdict = verdict_of(&fields, flags & 2 != 0)?;
+        let mut verdict = verdict_of(&fields, flags & 2 != 0)?;
+        verdict.wait_ms = reply.wait_ms;
+        verdict.reserved = reply.reserved;
         let lease = self.decided(&verdict, expired, flags, &lease, key, carry);
         Ok(Acquired { verdict, lease })
     }

@@ -7,10 +7,11 @@
 -- ARGV: now ('' = the server's TIME), limit, per_ms, cost, max_inflight, lease_ttl_ms,
 -- lease id (hex, '' without inflight), dry_run ('1'/'0'), request_ttl_ms ('0' = no request id),
 -- the bucket's name (hex, recorded with an admission), the call's terms (hex), replays, the
--- policy's code (0 token bucket, 1 fixed window, 2 sliding window).
+-- policy's code (0 token bucket, 1 fixed window, 2 sliding window), and for a reservation
+-- (ratelimit_reserve) the longest wait to book in ms ('inf': any; absent: a plain call).
 -- Returns { reason (0 ok, 1 rate, 2 inflight, 3 in progress), remaining, retry_after,
 -- reset_after, next_token, flags (1 dry run, 2 replay, 4 clock regressed), lease id or '',
--- leases expired }.
+-- leases expired, wait (ms until a booking's tokens are earned), reserved (whole tokens owed) }.
 -- (No redis.replicate_commands(): a no-op from Redis 5 on that costs a third of the script. A
 -- server that refuses TIME before a write fails the call before it writes, and the client then
 -- decides with its own clock.)
@@ -46,14 +47,15 @@ if request_ttl > 0 then
     end
     local remaining, reset_after = whole_tokens(p, b, now), wait_for(p, b, p.cap, now)
     local next_token = wait_for_next_token(p, b, now)
+    local owed = reserved(p, b, now)
     if j == 'replay' then
-      return { 0, remaining, 0, reset_after, next_token, 2, '', 0 }
+      return { 0, remaining, 0, reset_after, next_token, 2, '', 0, 0, owed }
     end
     local dry = 0
     if A[8] == '1' then
       dry = 1
     end
-    return { 3, remaining, math.max(0, ends - now), reset_after, next_token, dry, '', 0 }
+    return { 3, remaining, math.max(0, ends - now), reset_after, next_token, dry, '', 0, 0, owed }
   end
 end
 
@@ -76,11 +78,27 @@ if t then
 end
 local b, regressed = refill(p, stored, now)
 
-local reason, retry = 0, 0
-if available(p, b, now) < cost then
+-- A reservation books what is not there yet when it is earned within its longest wait.
+local booking = nil
+if A[14] ~= nil and A[14] ~= '' then
+  local max_wait = math.huge
+  if A[14] ~= 'inf' then
+    max_wait = tonumber(A[14])
+  end
+  local w = book_wait(p, b, cost, now)
+  if w <= max_wait then
+    booking = w
+  end
+end
+
+local reason, retry, wait = 0, 0, 0
+if booking == nil and available(p, b, now) < cost then
   reason, retry = 1, wait_for(p, b, cost, now)
 elseif max_inflight > 0 and live >= max_inflight then
   reason, retry = 2, math.max(0, earliest - now)
+elseif booking ~= nil then
+  book(p, b, cost, booking, now)
+  wait = booking
 else
   take(p, b, cost, now)
 end
@@ -123,4 +141,5 @@ end
 if regressed then
   flags = flags + 4
 end
-return { reason, remaining, retry, reset_after, next_token, flags, lease, expired }
+return { reason, remaining, retry, reset_after, next_token, flags, lease, expired, wait,
+  reserved(p, b, now) }

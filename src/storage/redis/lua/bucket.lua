@@ -123,6 +123,13 @@ end
 
 local available
 
+-- Bucket::in_debt_at: a token bucket booked ahead (see book) and not yet at its stamp, read at
+-- or after the booking's decision (`prev` holds that instant).
+local function in_debt(p, b, now)
+  return p.kind == TOKEN_BUCKET and b.kind == TOKEN_BUCKET and b.prev ~= 0 and now < b.stamp
+    and now >= b.prev
+end
+
 -- Bucket::refill: the bucket brought up to `now` (earnings credited, ended windows rolled),
 -- and whether the clock was seen going backwards (then nothing is earned, no window rolls and
 -- the stamp stays). A bucket of another policy is converted first, keeping exactly what it
@@ -138,7 +145,7 @@ local function refill(p, b, now)
     end
     return bucket(p.cap - a, stamp, 0, p.kind), regressed
   end
-  local regressed = now < b.stamp
+  local regressed = now < b.stamp and not in_debt(p, b, now)
   if p.kind == FIXED_WINDOW then
     if b.tokens == 0 or now >= b.stamp + p.per then
       return bucket(0, math.max(b.stamp, now), 0, p.kind), regressed
@@ -156,8 +163,9 @@ local function refill(p, b, now)
     return bucket(0, now, 0, p.kind), regressed
   end
   local tokens = math.min(b.tokens, p.cap)
-  if regressed then
-    return bucket(tokens, b.stamp), true
+  if now < b.stamp then
+    -- Nothing earned before the stamp; a debt keeps its mark (see book).
+    return bucket(tokens, b.stamp, b.prev), regressed
   end
   local e = earned(p, now - b.stamp)
   if tokens + e >= p.cap then
@@ -236,6 +244,61 @@ local function wait_for_next_token(p, b, now)
   end
   local q = divmod(a, MILLI)
   return wait_for(p, b, (q + 1) * MILLI, now)
+end
+
+-- Most milli-tokens a window counts as used (core::bucket::MAX_USED): below 2^50, so that
+-- weighted and latest_d stay exact.
+local MAX_USED = 2 ^ 50 - 1
+
+-- Bucket::book_wait: ms from `now` until `milli` milli-tokens can be booked (0: now). A
+-- window books a cost past its limit once nothing counts any more.
+local function book_wait(p, b, milli, now)
+  if p.kind ~= TOKEN_BUCKET then
+    milli = math.min(milli, p.cap)
+  end
+  return wait_for(p, b, milli, now)
+end
+
+-- Bucket::book: `milli` milli-tokens taken, booked `wait` ms after `now`. A token bucket in
+-- debt holds nothing until the booked instant (stamp), its prev the latest booking's decision
+-- instant; a window counts the booking in the current window, past its limit if need be.
+local function book(p, b, milli, wait, now)
+  if p.kind == TOKEN_BUCKET then
+    if wait > 0 then
+      b.prev = math.max(math.max(now, 1), b.prev)
+      b.tokens, b.stamp = 0, now + wait
+      return
+    end
+    take(p, b, milli, now)
+    return
+  end
+  take(p, b, 0, now)
+  b.tokens = math.min(b.tokens + milli, MAX_USED)
+end
+
+-- Bucket::reserved: whole tokens taken ahead and not yet earned back at `now`, rounded up.
+local function reserved(p, b, now)
+  local milli = 0
+  if p.kind == TOKEN_BUCKET then
+    if b.prev ~= 0 and b.stamp > now then
+      -- ceil((stamp - now) * cap / per), the product split at whole periods for muldiv.
+      local n, r = divmod(b.stamp - now, p.per)
+      local q, rem = muldiv(r, p.cap, p.per)
+      milli = n * p.cap + q
+      if rem > 0 then
+        milli = milli + 1
+      end
+    end
+  elseif p.kind == FIXED_WINDOW then
+    milli = math.max(0, b.tokens - p.cap)
+  else
+    milli = math.max(0, sliding_used(p, b, now) - p.cap)
+  end
+  local q, rem = divmod(milli, MILLI)
+  if rem > 0 then
+    q = q + 1
+  end
+  return q
 end
 
 -- Bucket::full_at: from when the bucket is full again (a window: nothing used counts).

@@ -1,0 +1,279 @@
+//! Reservations (`ratelimit_reserve`): what a booking takes, when it says the tokens are
+//! there, and what it never does (book past the maximum wait, let more through than the
+//! policy earns, mint on a clock that runs backwards).
+
+use super::*;
+use crate::core::decision::{decide, Ask, Decided, Reason};
+use crate::core::lease::Slots;
+use proptest::prelude::*;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn reserve(b: Option<Bucket>, p: Policy, cost: u64, max_wait: u64, now: i64) -> Decided {
+    decide(
+        b,
+        &Ask::new(p, cost, 0).reserving(max_wait),
+        Slots::default(),
+        now,
+    )
+}
+
+fn acquire(b: Option<Bucket>, p: Policy, cost: u64, now: i64) -> Decided {
+    decide(b, &Ask::new(p, cost, 0), Slots::default(), now)
+}
+
+fn kind_of(i: u8) -> Kind {
+    Kind::ALL[i as usize % 3]
+}
+
+#[test]
+fn a_bucket_books_each_token_at_the_instant_it_is_earned() {
+    let p = Policy::new(5, 1_000).unwrap(); // a token every 200 ms
+    let mut b = None;
+    let mut waits = vec![];
+    for _ in 0..21 {
+        let d = reserve(b, p, 1, 3_000, T0);
+        if d.verdict.allowed {
+            b = Some(d.bucket);
+        }
+        waits.push(d.verdict.allowed.then_some(d.verdict.wait_ms));
+    }
+    let mut want: Vec<Option<u64>> = vec![Some(0); 5];
+    want.extend((1..=15).map(|i| Some(i * 200)));
+    want.push(None);
+    assert_eq!(waits, want);
+}
+
+#[test]
+fn a_denial_past_the_maximum_wait_takes_nothing_and_says_when_to_retry() {
+    let p = Policy::new(1, 1_000).unwrap();
+    let b = acquire(None, p, 1, T0).bucket;
+    let d = reserve(Some(b), p, 1, 999, T0);
+    assert_eq!(
+        (
+            d.verdict.allowed,
+            d.verdict.reason,
+            d.verdict.retry_after_ms
+        ),
+        (false, Reason::Rate, 1_000)
+    );
+    assert_eq!(d.bucket, b.refill(&p, T0).bucket);
+    assert_eq!(d.verdict.wait_ms, 0);
+}
+
+#[test]
+fn a_booking_of_exactly_the_maximum_wait_is_made() {
+    let p = Policy::new(1, 1_000).unwrap();
+    let b = acquire(None, p, 1, T0).bucket;
+    let d = reserve(Some(b), p, 1, 1_000, T0);
+    assert_eq!((d.verdict.allowed, d.verdict.wait_ms), (true, 1_000));
+}
+
+#[test]
+fn a_booked_bucket_denies_plain_calls_until_the_booking_is_paid() {
+    let p = Policy::new(5, 1_000).unwrap();
+    let mut b = acquire(None, p, 5, T0).bucket;
+    b = reserve(Some(b), p, 2, u64::MAX, T0).bucket; // booked at T0 + 400
+    let d = acquire(Some(b), p, 1, T0 + 599);
+    assert_eq!((d.verdict.allowed, d.verdict.retry_after_ms), (false, 1));
+    assert!(acquire(Some(b), p, 1, T0 + 600).verdict.allowed);
+}
+
+#[test]
+fn reserved_counts_the_tokens_booked_and_not_yet_earned() {
+    let p = Policy::new(5, 1_000).unwrap();
+    let mut b = acquire(None, p, 5, T0).bucket;
+    for _ in 0..3 {
+        b = reserve(Some(b), p, 1, u64::MAX, T0).bucket;
+    }
+    let at = |t| decision_peek(b, p, t);
+    assert_eq!(at(T0), (0, 3));
+    assert_eq!(at(T0 + 200), (0, 2));
+    assert_eq!(at(T0 + 201), (0, 2), "a token partly earned is still owed");
+    assert_eq!(at(T0 + 600), (0, 0));
+    assert_eq!(at(T0 + 800), (1, 0));
+}
+
+/// remaining and reserved as a peek reports them.
+fn decision_peek(b: Bucket, p: Policy, now: i64) -> (u64, u64) {
+    let v = crate::core::decision::peek(Some(b), &p, now);
+    (v.remaining, v.reserved)
+}
+
+#[test]
+fn a_forced_charge_in_a_fixed_window_keeps_counting_as_laravel_hit_does() {
+    let p = Policy::new(5, 60_000).unwrap().with_kind(Kind::FixedWindow);
+    let mut b = None;
+    let mut attempts = vec![];
+    for i in 0..8 {
+        let d = reserve(b, p, 1, u64::MAX, T0 + i);
+        b = Some(d.bucket);
+        let v = d.verdict;
+        attempts.push(p.limit() - v.remaining + v.reserved);
+        let wait = if i < 5 { 0 } else { 60_000 - i as u64 };
+        assert_eq!((v.allowed, v.wait_ms), (true, wait), "hit {}", i + 1);
+    }
+    assert_eq!(attempts, [1, 2, 3, 4, 5, 6, 7, 8]);
+    // The window's end forgets it all, as Laravel's and Symfony's fixed windows do.
+    let d = acquire(b, p, 5, T0 + 60_000);
+    assert!(d.verdict.allowed);
+}
+
+#[test]
+fn a_cost_past_the_limit_is_a_debt_of_a_bucket_and_waits_for_an_empty_window() {
+    let bucket = Policy::new(5, 1_000).unwrap();
+    let d = reserve(None, bucket, 8, u64::MAX, T0);
+    assert_eq!((d.verdict.allowed, d.verdict.wait_ms), (true, 600));
+    assert_eq!(d.verdict.reserved, 3);
+    assert!(!acquire(Some(d.bucket), bucket, 1, T0 + 799).verdict.allowed);
+    assert!(acquire(Some(d.bucket), bucket, 1, T0 + 800).verdict.allowed);
+
+    for kind in [Kind::FixedWindow, Kind::SlidingWindow] {
+        let p = bucket.with_kind(kind);
+        let d = reserve(None, p, 8, u64::MAX, T0);
+        assert_eq!(
+            (d.verdict.allowed, d.verdict.wait_ms),
+            (true, 0),
+            "{kind:?}"
+        );
+        assert_eq!(d.verdict.reserved, 3, "{kind:?}");
+        let d = reserve(Some(d.bucket), p, 8, 998, T0 + 1);
+        assert!(!d.verdict.allowed, "{kind:?}: a window still counts them");
+    }
+}
+
+#[test]
+fn a_read_between_a_booking_and_its_instant_is_no_clock_regression() {
+    let p = Policy::new(1, 1_000).unwrap();
+    let b = acquire(None, p, 1, T0).bucket;
+    let booked = reserve(Some(b), p, 1, u64::MAX, T0 + 100).bucket;
+    assert_eq!(booked.stamp, T0 + 1_000);
+    assert!(!booked.refill(&p, T0 + 500).clock_regressed);
+    assert!(booked.refill(&p, T0 + 99).clock_regressed);
+    assert!(!booked.refill(&p, T0 + 1_000).clock_regressed);
+}
+
+#[test]
+fn a_paid_debt_leaves_no_mark() {
+    let p = Policy::new(1, 1_000).unwrap();
+    let b = acquire(None, p, 1, T0).bucket;
+    let booked = reserve(Some(b), p, 1, u64::MAX, T0).bucket;
+    let later = booked.refill(&p, T0 + 3_000).bucket;
+    assert_eq!(later, Bucket::tokens_at(1_000, T0 + 3_000));
+}
+
+proptest! {
+    /// The wait a reservation is told is exact: the tokens it booked are available at that
+    /// instant if nothing else is taken, and not a millisecond earlier; it never exceeds the
+    /// maximum, and a denial takes nothing.
+    #[test]
+    fn the_wait_is_exact_and_never_past_the_maximum(
+        kind in 0u8..3,
+        limit in 1u64..8,
+        per_ms in 1u64..3_000,
+        steps in proptest::collection::vec((0i64..700, 1u64..8, 0u64..5_000, any::<bool>()), 1..40),
+    ) {
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind));
+        let mut now = T0;
+        let mut b: Option<Bucket> = None;
+        for (dt, cost, max_wait, plain) in steps {
+            now += dt;
+            let cost = cost.min(limit);
+            if plain {
+                b = Some(acquire(b, p, cost, now).bucket);
+                continue;
+            }
+            let before = b.unwrap_or_else(|| Bucket::full(&p, now)).refill(&p, now).bucket;
+            let d = reserve(b, p, cost, max_wait, now);
+            if !d.verdict.allowed {
+                prop_assert_eq!(d.bucket, before, "a denial takes nothing");
+                prop_assert!(d.verdict.retry_after_ms > 0);
+                b = Some(d.bucket);
+                continue;
+            }
+            let w = d.verdict.wait_ms;
+            prop_assert!(w <= max_wait);
+            let at = now + w as i64;
+            let ready = |t: i64| before.refill(&p, t).bucket.available(&p, t) >= cost * MILLI;
+            prop_assert!(ready(at), "booked tokens not there at the booked instant");
+            if w > 0 {
+                prop_assert!(!ready(at - 1), "booked tokens there a millisecond earlier");
+            }
+            b = Some(d.bucket);
+        }
+    }
+
+    /// A token bucket with bookings, each token counted at the instant it is used (a booked
+    /// one at its booked instant): over any interval [a, b] at most `limit` plus what
+    /// `b - a` earns, forced charges included.
+    #[test]
+    fn a_bucket_never_lets_more_through_than_it_earns_over_any_interval(
+        limit in 1u64..8,
+        per_ms in 1u64..3_000,
+        steps in proptest::collection::vec((0i64..700, 1u64..8, 0u64..8_000, 0u8..3), 1..60),
+    ) {
+        let p = Policy::new(limit, per_ms).unwrap();
+        let mut now = T0;
+        let mut b: Option<Bucket> = None;
+        let mut used: Vec<(i64, u64)> = vec![];
+        for (dt, cost, max_wait, how) in steps {
+            now += dt;
+            let cost = cost.min(limit);
+            let d = match how {
+                0 => acquire(b, p, cost, now),
+                1 => reserve(b, p, cost, max_wait, now),
+                _ => reserve(b, p, cost, u64::MAX, now),
+            };
+            if d.verdict.took() {
+                used.push((now + d.verdict.wait_ms as i64, cost * MILLI));
+            }
+            b = Some(d.bucket);
+        }
+        used.sort();
+        for i in 0..used.len() {
+            let mut sum: u128 = 0;
+            for j in i..used.len() {
+                sum += used[j].1 as u128;
+                let span = (used[j].0 - used[i].0) as u128;
+                let bound = p.capacity() as u128 * per_ms as u128 + span * p.capacity() as u128;
+                prop_assert!(sum * per_ms as u128 <= bound,
+                    "{} milli-tokens used in {} ms", sum, span);
+            }
+        }
+    }
+
+    /// A clock read earlier than the latest one never books an earlier instant than the latest
+    /// reading would, nor finds more available: going back mints nothing.
+    #[test]
+    fn a_clock_going_back_books_nothing_sooner(
+        kind in 0u8..3,
+        limit in 1u64..8,
+        per_ms in 1u64..3_000,
+        steps in proptest::collection::vec((0i64..700, 1u64..8, any::<bool>()), 1..30),
+        back in 1i64..5_000,
+        cost in 1u64..8,
+    ) {
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind));
+        let mut now = T0;
+        let mut b: Option<Bucket> = None;
+        for (dt, c, booking) in steps {
+            now += dt;
+            let c = c.min(limit);
+            let d = if booking { reserve(b, p, c, u64::MAX, now) } else { acquire(b, p, c, now) };
+            b = Some(d.bucket);
+        }
+        let b = b.unwrap();
+        let cost = cost.min(limit);
+        let latest = reserve(Some(b), p, cost, u64::MAX, now).verdict;
+        let earlier = now - back;
+        let early = reserve(Some(b), p, cost, u64::MAX, earlier).verdict;
+        // (Tokens held may be used at the earlier reading, as a plain call may: instants up
+        // to the latest reading are alike.)
+        let early_at = (earlier + early.wait_ms as i64).max(now);
+        prop_assert!(early_at >= now + latest.wait_ms as i64,
+            "booked at {} going back, {} at the latest reading",
+            early_at, now + latest.wait_ms as i64);
+        let r = b.refill(&p, earlier).bucket;
+        prop_assert!(r.available(&p, earlier) <= b.refill(&p, now).bucket.available(&p, now));
+    }
+}
