@@ -645,22 +645,29 @@ fn seed(prefix: &str, start: &[Option<String>]) {
     }
 }
 
-/// Runs `ops` on three stores of their own prefix: the module only, the scripts only, and each
-/// step by either (`by_module`); returns each one's answers and what it left.
-fn compare(start: &[Option<String>], ops: &[(Op, bool)]) {
+/// Runs `ops` on stores of their own prefix: the module only, the EVALSHA scripts only, the
+/// Function (the scripts' path where the server has Functions, the module ruled out) only, and
+/// each step by one of the three (`by`: 0 module, 1 scripts, 2 Function); compares each one's
+/// answers and what it left.
+fn compare(start: &[Option<String>], ops: &[(Op, u8)]) {
     let clock = ManualClock::at(T0);
-    let (m, sc, mixed) = (Module::new(), Module::new(), Module::new());
-    for b in [&m, &sc, &mixed] {
+    let (m, sc, f, mixed) = (Module::new(), Module::new(), Module::new(), Module::new());
+    for b in [&m, &sc, &f, &mixed] {
         seed(&b.prefix, start);
     }
     let mut module = m.store(Some(clock.clock()));
     assert!(module.uses_module().unwrap());
     let mut script = sc.store(Some(clock.clock())).scripts_only();
-    let mut mixed_module = mixed.store(Some(clock.clock()));
-    let mut mixed_script = mixed.store(Some(clock.clock())).scripts_only();
-    let (mut tm, mut ts, mut tx) = (Vec::new(), Vec::new(), Vec::new());
+    let mut function = f.store(Some(clock.clock())).without_module();
+    assert!(function.uses_functions().unwrap());
+    let mut mixed_by = [
+        mixed.store(Some(clock.clock())),
+        mixed.store(Some(clock.clock())).scripts_only(),
+        mixed.store(Some(clock.clock())).without_module(),
+    ];
+    let (mut tm, mut ts, mut tf, mut tx) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut now = T0;
-    for (i, (op, by_module)) in ops.iter().enumerate() {
+    for (i, (op, by)) in ops.iter().enumerate() {
         if let Op::Advance(dt) = op {
             now += dt;
             clock.set(now);
@@ -668,28 +675,29 @@ fn compare(start: &[Option<String>], ops: &[(Op, bool)]) {
         }
         let a = run_op(&mut module, op, &mut tm);
         let b = run_op(&mut script, op, &mut ts);
-        let x = if *by_module {
-            run_op(&mut mixed_module, op, &mut tx)
-        } else {
-            run_op(&mut mixed_script, op, &mut tx)
-        };
+        let c = run_op(&mut function, op, &mut tf);
+        let x = run_op(&mut mixed_by[usize::from(*by % 3)], op, &mut tx);
         assert_eq!(a, b, "step {i} {op:?}: module, then scripts");
+        assert_eq!(a, c, "step {i} {op:?}: module, then the Function");
         assert_eq!(a, x, "step {i} {op:?}: module, then mixed");
     }
-    let (a, b, x) = (state(&m.prefix), state(&sc.prefix), state(&mixed.prefix));
+    let (a, b) = (state(&m.prefix), state(&sc.prefix));
+    let (c, x) = (state(&f.prefix), state(&mixed.prefix));
     assert_eq!(a, b, "stored by the module, then by the scripts");
-    assert_eq!(a, x, "stored by the module, then by both");
+    assert_eq!(a, c, "stored by the module, then by the Function");
+    assert_eq!(a, x, "stored by the module, then by all three");
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// On any starting state and any run of calls, the module answers, stores and counts as
-    /// the scripts do, and the two mixed call by call on the same buckets too.
+    /// the scripts and the Function do, and the three mixed call by call on the same buckets
+    /// too.
     #[test]
     fn the_module_answers_and_stores_as_the_scripts(
         start in proptest::collection::vec(start_value(), 3),
-        ops in proptest::collection::vec((op(), any::<bool>()), 1..40),
+        ops in proptest::collection::vec((op(), 0u8..3), 1..40),
     ) {
         compare(&start, &ops);
     }

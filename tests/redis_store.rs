@@ -93,6 +93,44 @@ mod cluster {
     crate::conformance_suite!(super::Redis::cluster());
 }
 
+/// The EVALSHA scripts alone (the stores above take the Function for a plain acquire, Redis
+/// 7.0 having Functions): what a server without Functions runs.
+struct Scripts(Redis);
+
+impl Backend for Scripts {
+    type S = RedisStore;
+    fn open(&self, clock: Clock) -> RedisStore {
+        self.0.store(Some(clock)).scripts_only()
+    }
+}
+
+mod single_scripts {
+    use super::conformance;
+    crate::conformance_suite!(super::Scripts(super::Redis::single()));
+}
+
+/// The Function, asserted to be the path taken (the suite's plain calls go by it).
+struct Functions(Redis);
+
+impl Backend for Functions {
+    type S = RedisStore;
+    fn open(&self, clock: Clock) -> RedisStore {
+        let mut s = self.0.store(Some(clock));
+        assert!(s.uses_functions().unwrap(), "the server has no Functions");
+        s
+    }
+}
+
+mod single_functions {
+    use super::conformance;
+    crate::conformance_suite!(super::Functions(super::Redis::single()));
+}
+
+mod cluster_functions {
+    use super::conformance;
+    crate::conformance_suite!(super::Functions(super::Redis::cluster()));
+}
+
 /// Runs `bucket.lua` with a driver appended, on the single server.
 fn eval_bucket_lua(driver: &str, args: &[String]) -> Vec<i64> {
     let src = format!(
@@ -448,7 +486,16 @@ fn a_user_without_the_permission_to_run_scripts_is_a_misconfiguration() {
         .unwrap();
     let _: () = redis::cmd("ACL")
         .arg(&[
-            "SETUSER", &user, "on", ">pw", "~*", "+@all", "-evalsha", "-eval",
+            "SETUSER",
+            &user,
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-evalsha",
+            "-eval",
+            "-fcall",
+            "-function",
         ])
         .query(&mut admin)
         .unwrap();
@@ -713,6 +760,118 @@ fn a_server_without_time_in_scripts_is_decided_with_the_hosts_clock() {
         .acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
         .unwrap();
     assert!(!d.verdict.allowed, "one bucket for both connections");
+}
+
+// ---- The Function (issue 24) ----
+
+/// How many of `calls` plain calls of a bucket of 5 a minute `s` admits.
+fn admitted(s: &mut RedisStore, calls: usize) -> usize {
+    (0..calls)
+        .filter(|_| {
+            s.acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none())
+                .unwrap()
+                .verdict
+                .allowed
+        })
+        .count()
+}
+
+/// Calls of the server's `command` so far (INFO commandstats), 0 before the first.
+fn calls_of(server: &OwnServer, command: &str) -> u64 {
+    let mut c = redis::Client::open(server.url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    let line = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+#[test]
+fn a_plain_acquire_goes_by_the_function_and_one_with_a_slot_by_the_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(dir.path(), &[]);
+    // Counts added once a minute: no script of theirs among the calls counted here.
+    let settings = RedisSettings {
+        target: Target::parse(&server.url, &[]).unwrap(),
+        prefix: fresh_prefix(),
+        timeout_ms: 2_000,
+        flush_ms: 60_000,
+    };
+    let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
+    assert_eq!(admitted(&mut s, 3), 3);
+    let fcalls = calls_of(&server, "fcall");
+    // One more for the first call, which found no library and loaded it.
+    assert!((3..=4).contains(&fcalls), "{fcalls}");
+    assert_eq!(calls_of(&server, "function|load"), 1);
+    assert_eq!(calls_of(&server, "evalsha"), 0);
+    s.acquire(&key(2), &ask(5, 60_000, 1), 60_000, &mut none())
+        .unwrap();
+    assert_eq!(calls_of(&server, "fcall"), fcalls);
+    assert!(calls_of(&server, "evalsha") > 0, "a slot: the scripts");
+}
+
+/// The library gone (`FUNCTION FLUSH`, or a restart without persistence) is loaded again by
+/// the next call, which decides: nothing is reset and nothing fails.
+#[test]
+fn the_function_is_loaded_again_after_a_flush_and_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(dir.path(), &[]);
+    let mut s = store_on(&server, &fresh_prefix());
+    assert_eq!(admitted(&mut s, 3), 3);
+    let mut c = redis::Client::open(server.url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("FUNCTION").arg("FLUSH").query(&mut c).unwrap();
+    assert_eq!(admitted(&mut s, 4), 2, "the same bucket: 2 of 5 left");
+    drop(server);
+    let server = OwnServer::start(dir.path(), &[]);
+    // The connection was to the stopped server: the first call may find it gone (a transient
+    // error), the next one connects to the new server.
+    let first = s.acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none());
+    assert!(first
+        .as_ref()
+        .map_or_else(|e| e.is_transient(), |r| r.verdict.allowed));
+    let more = admitted(&mut s, 5);
+    assert_eq!(
+        more + usize::from(first.is_ok()),
+        5,
+        "a new server: a full bucket"
+    );
+    assert!(calls_of(&server, "fcall") > 0);
+}
+
+/// A user who may call Functions but not load them (`-function`), or may not call them:
+/// decided by the scripts, exactly.
+#[test]
+fn a_user_without_functions_is_decided_by_the_scripts() {
+    for refused in ["-function", "-fcall"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = OwnServer::start(dir.path(), &[]);
+        let mut c = redis::Client::open(server.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "u", "on", ">pw", "~*", "+@all", refused])
+            .query(&mut c)
+            .unwrap();
+        let settings = RedisSettings {
+            target: Target::parse(&format!("{}?user=u&pass=pw", server.url), &[]).unwrap(),
+            prefix: fresh_prefix(),
+            timeout_ms: 2_000,
+            flush_ms: 0,
+        };
+        let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
+        assert_eq!(admitted(&mut s, 8), 5, "{refused}");
+        assert!(calls_of(&server, "evalsha") >= 8, "{refused}");
+    }
 }
 
 // ---- Damaged values of any type (issue 22) ----

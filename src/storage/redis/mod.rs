@@ -14,6 +14,7 @@
 //! `<prefix>counters` at most once a second and at process end.
 
 mod conn;
+mod function;
 mod link;
 mod module;
 mod resolve;
@@ -106,6 +107,8 @@ pub struct RedisStore {
     log: Arc<OpsLog>,
     /// Native commands or scripts (see `module.rs`).
     path: Path,
+    /// Whether a plain acquire on the scripts' path goes by the Function (see `function.rs`).
+    functions: function::Functions,
 }
 
 /// Lowercase hex, into one string allocated once (this runs several times per decision).
@@ -230,6 +233,7 @@ impl RedisStore {
             pending: Counters::default(),
             log,
             path: Path::Unknown,
+            functions: function::Functions::Try,
         }
     }
 
@@ -511,6 +515,9 @@ impl Store for RedisStore {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
+        if let Some(lean) = self.lean_acquire(key, ask, carry)? {
+            return Ok(lean);
+        }
         let lease_id = super::lease_id_for(ask)?;
         let keys = [
             self.bucket_key(key),

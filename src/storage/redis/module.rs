@@ -144,7 +144,7 @@ impl RedisStore {
     }
 
     /// [`Self::ensure_detected`] by `deadline`.
-    fn detected_by(&mut self, key: &str, deadline: Instant) -> Result<(), StoreError> {
+    pub(super) fn detected_by(&mut self, key: &str, deadline: Instant) -> Result<(), StoreError> {
         if self.path == Path::Unknown {
             self.path = self.detect(key, deadline)?;
         }
@@ -238,10 +238,11 @@ impl RedisStore {
         Ok(self.path == Path::Module)
     }
 
-    /// Decides with the scripts even where the server has the native commands (tests comparing
-    /// the two paths, operators ruling the module out).
+    /// Decides with the EVALSHA scripts only, neither the native commands nor the Function
+    /// (tests comparing the paths).
     pub fn scripts_only(mut self) -> Self {
         self.path = Path::Script;
+        self.functions = super::function::Functions::Off;
         self
     }
 }
