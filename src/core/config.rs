@@ -224,7 +224,7 @@ pub const SQLITE: [Directive; 3] = [
     directive(c"ratelimit.max_entries", c"100000",
         "an integer from 1 to 10^9",
         "sqlite",
-        "Most buckets kept: beyond it drained buckets, then the least recently used bucket without a live lease, are dropped (counted as `evicted`). Redis does not use it: idle keys expire.", |c, v| {
+        "Most buckets kept: beyond it drained buckets, then the least recently used bucket without a live lease (of a random sample of 64, in a larger table), are dropped (counted as `evicted`). Redis does not use it: idle keys expire.", |c, v| {
         c.sqlite.max_entries = int_in(v, 1, 1_000_000_000, "expected an integer from 1 to 10^9")?;
         Ok(())
     }),

@@ -122,24 +122,6 @@ pub(super) fn write(
         delta.drainable_at(full_at);
     }
     let updated = match stored {
-        // The same recency: the recency index is left alone.
-        Some(s) if s.used_at == used_at => tx
-            .prepare_cached(
-                "UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4, allowed = allowed + ?5,
-                 denied_rate = denied_rate + ?6, denied_inflight = denied_inflight + ?7,
-                 prev = ?8, policy = ?9 WHERE key = ?1",
-            )?
-            .execute(params![
-                key.bucket,
-                tokens,
-                stamp,
-                full_at,
-                allowed,
-                denied_rate,
-                denied_inflight,
-                prev,
-                kind
-            ])?,
         Some(_) => tx
             .prepare_cached(
                 "UPDATE buckets SET tokens = ?2, stamp = ?3, full_at = ?4, used_at = ?5,

@@ -46,7 +46,7 @@ pub fn write_touch(
     t: &Touch,
     delta: &mut Delta,
 ) -> rusqlite::Result<()> {
-    // `used_at` is set only when it moves (its index then needs no rewrite).
+    // `used_at` is set only when this process has a newer one (0: none).
     let (rate, inflight) = (t.denied_rate as i64, t.denied_inflight as i64);
     let updated = if t.used_at > 0 {
         tx.prepare_cached(

@@ -1,14 +1,28 @@
 //! Keeping the table within `ratelimit.max_entries`: drained buckets (full again, with no live
 //! lease, so holding no information) go first, wherever they are in the table; only when none
-//! is left does the least recently used bucket without a live lease go (counted as evicted).
+//! is left does the least recently used bucket without a live lease go (counted as evicted),
+//! the least recently used of a sample when the table is larger than the sample.
 //!
-//! Without costing the hot path an index on `full_at`: drained buckets are first looked for
-//! among the least recently used (where idle ones are), then, when none is there, by one scan
-//! of the table, which also finds the earliest time any bucket can become drained, kept as the
-//! stats row's `drain_floor`. Until then no scan is needed: the least recently used bucket can
-//! go. The writes that could make a bucket drained earlier than the floor lower it in the same
-//! transaction: a new bucket (which writes the stats row anyway), a bucket whose `full_at`
-//! moves earlier (a changed policy, rare), and a released lease (its bucket may be full).
+//! Without costing the hot path an index: neither on `full_at` nor on `used_at`. Drained
+//! buckets are first looked for in a sample of [`SAMPLE`] buckets, then, when none is there, by
+//! one scan of the table, which also finds the earliest time any bucket can become drained,
+//! kept as the stats row's `drain_floor`. Until then no scan is needed: the least recently used
+//! bucket of a sample can go. The writes that could make a bucket drained earlier than the
+//! floor lower it in the same transaction: a new bucket (which writes the stats row anyway), a
+//! bucket whose `full_at` moves earlier (a changed policy, rare), and a released lease (its
+//! bucket may be full).
+//!
+//! Why a sample and no recency index (issue 24): with the index on `used_at`, every admission
+//! on a bucket last used in another tenth of a second moved its index entry, two more pages
+//! written and some four more read per commit (each worker reads them anew after another
+//! worker's commit: SQLite resets a connection's page cache when the WAL changed), which
+//! doubled the cost of an admission over 1,000 subjects against one subject (the probe in
+//! probe.rs: 14-15 us and 7.4 pages read, against 7.8 us and 4 without the index). Buckets are
+//! keyed by pseudonyms (HMAC outputs, spread evenly), so the [`SAMPLE`] keys that follow a
+//! random one are a random sample: a table no larger than that is sampled whole (exact LRU),
+//! and in a larger one the bucket evicted is older than all but about one in 65 of the table,
+//! on average (the oldest of 64 drawn at random), as Redis's `allkeys-lru` approximates LRU
+//! by sampling.
 
 use super::counts::{delete_buckets, Delta};
 use crate::core::compound::MAX_LIMITS;
@@ -31,16 +45,24 @@ fn kept(keep: &[Pseudonym]) -> impl Iterator<Item = Value> + '_ {
 const DRAIN_BATCH: u32 = 64;
 /// Drained buckets dropped at once by a scan of the whole table.
 const SCAN_BATCH: u32 = 4_096;
-/// How many of the least recently used buckets are searched for drained ones. Bounds the
-/// search, which holds the write lock (1,024 cost about 1 ms a new subject at 100,000
-/// entries, 64 about 0.03 ms), and spares the hot path an index on `full_at`: an idle bucket
-/// is both the likeliest to be drained and the likeliest to be near the LRU end.
-const DRAIN_WINDOW: u32 = 64;
+/// How many buckets a sample holds: those searched for drained ones, and among which the least
+/// recently used is evicted. Bounds the search, which holds the write lock (a few leaf pages).
+const SAMPLE: u32 = 64;
 
-/// Recency is kept to a tenth of a second: LRU needs no more, and a bucket used again within
-/// the same tenth rewrites its row without touching the `used_at` index (one page less to
-/// append to the WAL per commit).
+/// Recency is kept to a tenth of a second: LRU needs no more (`ratelimit_top()` shows it).
 const RECENCY_MS: i64 = 100;
+
+/// [`SAMPLE`] buckets from a random point of the key order on (wrapping around to the first
+/// keys): `key`, `full_at` and `used_at` of each. Its parameters: `?S` the sample's size and
+/// `?R` the random key it starts at (see [`sample_start`]).
+const SAMPLED: &str = "SELECT key, full_at, used_at FROM (SELECT key, full_at, used_at FROM
+     buckets WHERE key >= ?R ORDER BY key LIMIT ?S) UNION ALL SELECT key, full_at, used_at FROM
+     (SELECT key, full_at, used_at FROM buckets WHERE key < ?R ORDER BY key LIMIT ?S) LIMIT ?S";
+
+/// Where a sample starts: a random 16-byte key.
+fn sample_start() -> Value {
+    Value::Blob(rand::random::<[u8; 16]>().to_vec())
+}
 
 /// The `used_at` a decision at `now` writes.
 pub fn used_at(now: i64) -> i64 {
@@ -117,15 +139,19 @@ pub fn make_room(
     while entries >= max as i64 {
         let drained = delete_buckets(
             tx,
-            "DELETE FROM buckets WHERE key IN (SELECT o.key FROM
-             (SELECT key, full_at FROM buckets ORDER BY used_at LIMIT ?3) AS o
-             WHERE o.full_at <= ?1 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = o.key)
-             AND o.key NOT IN (?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) LIMIT ?2)
-             RETURNING allowed, denied_rate, denied_inflight",
+            &format!(
+                "DELETE FROM buckets WHERE key IN (SELECT o.key FROM ({SAMPLED}) AS o
+                 WHERE o.full_at <= ?1 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.key = o.key)
+                 AND o.key NOT IN (?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) LIMIT ?2)
+                 RETURNING allowed, denied_rate, denied_inflight"
+            )
+            .replace("?S", "?3")
+            .replace("?R", "?4"),
             params_from_iter(
-                [now, DRAIN_BATCH.into(), DRAIN_WINDOW.into()]
+                [now, DRAIN_BATCH.into(), SAMPLE.into()]
                     .map(Value::Integer)
                     .into_iter()
+                    .chain([sample_start()])
                     .chain(kept(keep)),
             ),
             delta,
@@ -139,15 +165,36 @@ pub fn make_room(
             entries -= scanned;
             continue;
         }
-        let evicted = delete_buckets(
+        // The least recently used of a sample; the whole table only when every bucket of the
+        // sample holds a live lease or is the call's own (a scan: rare).
+        let mut evicted = delete_buckets(
             tx,
-            "DELETE FROM buckets WHERE key = (SELECT b.key FROM buckets b WHERE NOT EXISTS
-             (SELECT 1 FROM leases l WHERE l.key = b.key)
-             AND b.key NOT IN (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ORDER BY b.used_at LIMIT 1)
-             RETURNING allowed, denied_rate, denied_inflight",
-            params_from_iter(kept(keep)),
+            &format!(
+                "DELETE FROM buckets WHERE key = (SELECT o.key FROM ({SAMPLED}) AS o WHERE NOT
+                 EXISTS (SELECT 1 FROM leases l WHERE l.key = o.key)
+                 AND o.key NOT IN (?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ORDER BY o.used_at LIMIT 1)
+                 RETURNING allowed, denied_rate, denied_inflight"
+            )
+            .replace("?S", "?1")
+            .replace("?R", "?2"),
+            params_from_iter(
+                [Value::Integer(SAMPLE.into()), sample_start()]
+                    .into_iter()
+                    .chain(kept(keep)),
+            ),
             delta,
         )?;
+        if evicted == 0 {
+            evicted = delete_buckets(
+                tx,
+                "DELETE FROM buckets WHERE key = (SELECT b.key FROM buckets b WHERE NOT EXISTS
+                 (SELECT 1 FROM leases l WHERE l.key = b.key)
+                 AND b.key NOT IN (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ORDER BY b.used_at LIMIT 1)
+                 RETURNING allowed, denied_rate, denied_inflight",
+                params_from_iter(kept(keep)),
+                delta,
+            )?;
+        }
         if evicted == 0 {
             return Ok(false);
         }

@@ -13,6 +13,8 @@ mod counts;
 mod evict;
 mod file;
 mod keys;
+#[cfg(test)]
+mod probe;
 mod queue;
 mod requests;
 mod schema;

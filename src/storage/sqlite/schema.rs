@@ -9,7 +9,8 @@ CREATE TABLE IF NOT EXISTS buckets (
     tokens  INTEGER NOT NULL,   -- milli-tokens held
     stamp   INTEGER NOT NULL,   -- ms up to which earnings are credited
     full_at INTEGER NOT NULL,   -- ms from which the bucket is full again (droppable)
-    used_at INTEGER NOT NULL,   -- ms of the last decision, to RECENCY_MS, for LRU eviction
+    used_at INTEGER NOT NULL,   -- ms of the last decision, to RECENCY_MS, for LRU eviction (no
+                                -- index: evict.rs samples)
     -- This bucket's share of the host-wide counters: kept in its own row so that a decision
     -- writes one page, folded into `stats` when the row is deleted (see counts.rs).
     allowed INTEGER NOT NULL DEFAULT 0,
@@ -21,7 +22,6 @@ CREATE TABLE IF NOT EXISTS buckets (
     policy INTEGER NOT NULL DEFAULT 0,
     prev INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS buckets_used_at ON buckets(used_at);
 CREATE TABLE IF NOT EXISTS leases (
     id      BLOB PRIMARY KEY,   -- 16 random bytes
     key     BLOB NOT NULL,
@@ -136,7 +136,27 @@ pub fn init(conn: &Connection) -> rusqlite::Result<Schema> {
     } else if version > SCHEMA_VERSION {
         return Ok(Schema::Newer(version));
     }
+    drop_recency_index(conn)?;
     Ok(Schema::Ready)
+}
+
+/// Files made before issue 24 have an index on `buckets(used_at)`, which every admission on a
+/// bucket last used in another tenth of a second had to update (see evict.rs): dropped in
+/// place, the buckets kept. Older builds still working on the file find their eviction
+/// queries slower (a scan), never wrong; one that makes a file anew makes the index again,
+/// and the next worker of this build drops it.
+fn drop_recency_index(conn: &Connection) -> rusqlite::Result<()> {
+    let has: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_schema WHERE type = 'index' AND name = 'buckets_used_at'",
+        [],
+        |r| r.get(0),
+    )?;
+    if has {
+        let tx = WriteTx::begin(conn)?;
+        conn.execute_batch("DROP INDEX IF EXISTS buckets_used_at")?;
+        tx.commit()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -165,5 +185,28 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_file_with_the_recency_index_loses_it_and_keeps_its_buckets() {
+        let conn = Connection::open_in_memory().unwrap();
+        assert_eq!(init(&conn).unwrap(), Schema::Ready);
+        conn.execute_batch(
+            "CREATE INDEX buckets_used_at ON buckets(used_at);
+             INSERT INTO buckets (key, tokens, stamp, full_at, used_at) VALUES (x'01', 1500, 7, 9, 7);",
+        )
+        .unwrap();
+        assert_eq!(init(&conn).unwrap(), Schema::Ready);
+        let indexes: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'buckets_used_at'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let tokens: i64 = conn
+            .query_row("SELECT tokens FROM buckets", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!((indexes, tokens), (0, 1500));
     }
 }
