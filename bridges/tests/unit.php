@@ -29,8 +29,8 @@ use RateLimit\Bridge\Symfony\ExtensionLimiterFactory;
 use Symfony\Component\Config\FileLocator;
 use Symfony\Component\DependencyInjection\ContainerBuilder;
 use Symfony\Component\DependencyInjection\Loader\YamlFileLoader;
+use Symfony\Component\RateLimiter\Exception\MaxWaitDurationExceededException;
 use Symfony\Component\RateLimiter\Exception\RateLimitExceededException;
-use Symfony\Component\RateLimiter\Exception\ReserveNotSupportedException;
 use Symfony\Component\RateLimiter\LimiterInterface;
 use Symfony\Component\RateLimiter\Policy\NoLimiter;
 use Symfony\Component\RateLimiter\RateLimiterFactory;
@@ -85,9 +85,9 @@ $tests['symfony: consume, RateLimit fields, ensureAccepted, reset'] = function (
         check($rl->getLimit() === 5, 'getLimit() ' . $rl->getLimit());
     }
     check(implode(' ', $seen) === 'A4 A3 A2 A1 A0 D0', 'consume x6: ' . implode(' ', $seen));
-    // 5 tokens per day: the next one 86400 / 5 = 17280 s after the first was taken.
+    // 5 tokens per day, as Symfony reports it: they come back together a day later.
     $wait = (float) $rl->getRetryAfter()->format('U.u') - $t0;
-    check($wait > 17270 && $wait <= 17280.5, "retry after $wait s, want about 17280");
+    check($wait > 86398 && $wait <= 86400.5, "retry after $wait s, want about 86400");
     $e = throws(RateLimitExceededException::class, fn () => $rl->ensureAccepted());
     check($e->getRemainingTokens() === 0 && $e->getLimit() === 5, 'exception fields');
     $limiter->reset();
@@ -114,10 +114,14 @@ $tests['symfony: same answers as Symfony\'s own token_bucket for one sequence of
     return 'costs ' . implode(',', $costs) . ': both ' . implode(' ', $b);
 };
 
-$tests['symfony: reserve() refused, tokens beyond the burst or negative refused, consume(0) takes nothing'] = function () use ($sfConfig) {
-    $limiter = (new ExtensionLimiterFactory($sfConfig(3)))->create(fresh('sf3'));
-    throws(ReserveNotSupportedException::class, fn () => $limiter->reserve());
-    throws(ReserveNotSupportedException::class, fn () => $limiter->reserve(1, 10.0));
+$tests['symfony: reserve() books ahead within maxTime, tokens beyond the burst or negative refused, consume(0) takes nothing'] = function () use ($sfConfig) {
+    $limiter = (new ExtensionLimiterFactory($sfConfig(3, '3 seconds')))->create(fresh('sf3'));
+    $now = $limiter->reserve(3);
+    $ahead = $limiter->reserve(1, 10.0);
+    $refused = throws(MaxWaitDurationExceededException::class, fn () => $limiter->reserve(3, 1.5));
+    check($now->getWaitDuration() < 0.05 && abs($ahead->getWaitDuration() - 1.0) < 0.05, sprintf('waits %.3f, %.3f', $now->getWaitDuration(), $ahead->getWaitDuration()));
+    check(!$ahead->getRateLimit()->isAccepted(), 'a booking ahead is not accepted now');
+    $limiter->reset();
     $e = throws(InvalidArgumentException::class, fn () => $limiter->consume(4));
     throws(InvalidArgumentException::class, fn () => $limiter->consume(-1));
     $limiter->consume(2);
@@ -125,7 +129,7 @@ $tests['symfony: reserve() refused, tokens beyond the burst or negative refused,
     foreach ($peeks as $p) {
         check($p->isAccepted() && $p->getRemainingTokens() === 1, 'consume(0): ' . $p->getRemainingTokens());
     }
-    return 'reserve: ReserveNotSupportedException; consume(4) of 3: "' . $e->getMessage() . '"; consume(0) twice: remaining 1, 1';
+    return sprintf('reserve(3), reserve(1): waits %.2f, %.2f s; reserve(3, 1.5): MaxWaitDurationExceededException; consume(4) of 3: "', $now->getWaitDuration(), $ahead->getWaitDuration()) . '' . $e->getMessage() . '"; consume(0) twice: remaining 1, 1';
 };
 
 $tests['symfony: factory reads token_bucket options as Symfony does, refuses what it cannot honour'] = function () {
@@ -140,13 +144,15 @@ $tests['symfony: factory reads token_bucket options as Symfony does, refuses wha
     check($f(['id' => 'x', 'policy' => 'no_limit']) instanceof NoLimiter, 'no_limit');
     $odd = $f(['id' => 'login form (admin)', 'policy' => 'fixed_window', 'limit' => 5, 'interval' => '1 hour']);
     check($odd instanceof ExtensionLimiter && preg_match('/^login_form__admin_\.[0-9a-f]{8}$/', $odd->getScope()) === 1, 'scope ' . ($odd instanceof ExtensionLimiter ? $odd->getScope() : '?'));
-    throws(LogicException::class, fn () => $f(['id' => 'x', 'policy' => 'sliding_window', 'limit' => 5, 'interval' => '1 hour']));
+    $sliding = $f(['id' => 'x', 'policy' => 'sliding_window', 'limit' => 5, 'interval' => '1 hour']);
+    check($sliding instanceof ExtensionLimiter && $sliding->getPolicy() === 'sliding_window' && $sliding->getPer() === 3600.0, 'sliding_window');
+    throws(LogicException::class, fn () => $f(['id' => 'x', 'policy' => 'leaky_bucket', 'limit' => 5, 'interval' => '1 hour']));
     throws(LogicException::class, fn () => $f(['id' => 'x', 'policy' => 'token_bucket', 'limit' => 5, 'rate' => ['interval' => 'fortnightly-ish']]));
     throws(InvalidArgumentException::class, fn () => $f(['id' => 'x', 'policy' => 'token_bucket', 'limit' => 5, 'rate' => ['interval' => '1 hour'], 'limt' => 3]));
     throws(InvalidArgumentException::class, fn () => $f(['id' => 'x', 'policy' => 'token_bucket', 'limit' => 0, 'rate' => ['interval' => '1 hour']]));
     throws(InvalidArgumentException::class, fn () => $f(['policy' => 'token_bucket', 'limit' => 5, 'rate' => ['interval' => '1 hour']]));
     return '100 burst, 10 per minute -> bucket of 100 refilled in 600 s; fixed_window 5 per 10 s -> 5 per 10 s; '
-        . 'no_limit -> NoLimiter; scope of "login form (admin)": ' . $odd->getScope() . '; sliding_window, bad interval, unknown option, limit 0, no id: refused';
+        . 'sliding_window 5 per hour; no_limit -> NoLimiter; scope of "login form (admin)": ' . $odd->getScope() . '; an unknown policy, bad interval, unknown option, limit 0, no id: refused';
 };
 
 $tests['symfony: null and "" keys share one bucket, a 2000-byte key works'] = function () use ($sfConfig) {

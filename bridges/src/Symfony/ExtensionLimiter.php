@@ -5,16 +5,22 @@ declare(strict_types=1);
 namespace RateLimit\Bridge\Symfony;
 
 use RateLimit\Decision;
+use Symfony\Component\RateLimiter\Exception\MaxWaitDurationExceededException;
 use Symfony\Component\RateLimiter\Exception\ReserveNotSupportedException;
 use Symfony\Component\RateLimiter\LimiterInterface;
+use Symfony\Component\RateLimiter\Policy\SlidingWindow;
+use Symfony\Component\RateLimiter\Policy\SlidingWindowLimiter;
 use Symfony\Component\RateLimiter\RateLimit;
 use Symfony\Component\RateLimiter\Reservation;
 
 /**
- * Symfony's LimiterInterface on ratelimit_acquire(): one token bucket of `$limit` tokens,
- * refilled continuously by `$limit` tokens every `$per` seconds, shared by every PHP process of
- * the host through the extension's database. A decision is one atomic step in the extension
- * (no lock, no cache): two workers never both spend the same token.
+ * Symfony's LimiterInterface on the extension: every decision (consume, reserve) is one atomic
+ * step of the extension's store, shared by every PHP process of the host (or every host of a
+ * Redis site), under the extension's `$policy` of the same name as Symfony's.
+ *
+ * What Symfony's limiters report around the decision (the RateLimit's instants in whole
+ * seconds, consume(0) accepted, the version's differences) is reproduced here so code written
+ * for them reads the same values; see docs/frameworks.md for what still differs.
  *
  * Made by ExtensionLimiterFactory::create(); `$subject` is the factory's key, `$scope` names the
  * limiter (its `id`).
@@ -27,9 +33,12 @@ final class ExtensionLimiter implements LimiterInterface
     /**
      * @param string $scope    the extension's scope (1 .. 64 characters of [A-Za-z0-9_.:-])
      * @param string $subject  the key, 1 .. 1024 bytes (see RateLimit\Bridge\Key::subject())
-     * @param int    $limit    bucket size: the most tokens one burst can take
-     * @param float  $per      seconds to refill `$limit` tokens
+     * @param string $policy   "token_bucket", "fixed_window" or "sliding_window"
+     * @param int    $limit    a token bucket's burst, a window's size
+     * @param float  $per      the extension's `$per`: seconds to refill `$limit` tokens, a window's length
      * @param int    $inflight most live leases per subject (0: none); see release()
+     * @param int    $interval a token bucket's refill interval in seconds (a window's: its length)
+     * @param int    $amount   tokens a token bucket gets back every `$interval` (windows: `$limit`)
      */
     public function __construct(
         private readonly string $scope,
@@ -37,59 +46,105 @@ final class ExtensionLimiter implements LimiterInterface
         private readonly int $limit,
         private readonly float $per,
         private readonly int $inflight = 0,
+        private readonly string $policy = 'token_bucket',
+        private readonly int $interval = 0,
+        private readonly int $amount = 0,
     ) {
     }
 
     /**
-     * Not supported: a reservation takes tokens that the bucket will only hold in the future,
-     * and the extension never lends tokens (a denial takes nothing). Symfony's sliding window
-     * refuses reserve() the same way.
+     * Takes `$tokens` now against the future (ratelimit_reserve()): a Reservation whose
+     * getWaitDuration() is the exact time until the booked tokens are earned; the caller waits
+     * it out (Reservation::wait()) before acting. Two callers never book the same future tokens.
      *
-     * @throws ReserveNotSupportedException always
+     * @throws MaxWaitDurationExceededException the wait would exceed `$maxTime` (nothing booked)
+     * @throws ReserveNotSupportedException     sliding_window before Symfony 6.4, as its own limiter;
+     *                                          any policy while the extension has no ratelimit_reserve()
+     * @throws \InvalidArgumentException        `$tokens` larger than the limit
      */
     public function reserve(int $tokens = 1, ?float $maxTime = null): Reservation
     {
-        throw new ReserveNotSupportedException(__CLASS__);
+        if ($this->policy === 'sliding_window' && !self::modernSymfony()) {
+            throw new ReserveNotSupportedException(SlidingWindowLimiter::class);
+        }
+        $this->checkTokens($tokens, true);
+        if ($tokens === 0) {
+            $now = microtime(true);
+            return new Reservation($now, $this->peekLimit($this->peek(), $now));
+        }
+        if (!\function_exists('ratelimit_reserve')) {
+            throw new ReserveNotSupportedException(__CLASS__);
+        }
+        $now = microtime(true);
+        $decision = ratelimit_reserve(
+            $this->subject,
+            $maxTime ?? \INF,
+            limit: $this->limit,
+            per: $this->per,
+            scope: $this->scope,
+            cost: $tokens,
+            policy: $this->policy,
+        );
+        if (!$decision->allowed) {
+            $wait = $this->reportedWait($decision, $tokens);
+            throw new MaxWaitDurationExceededException(
+                sprintf(
+                    'The rate limiter wait time ("%d" seconds) is longer than the provided maximum time'
+                    . ' ("%d" seconds).',
+                    $wait,
+                    $maxTime ?? 0,
+                ),
+                new RateLimit($decision->remaining, self::second($now + $wait), false, $this->limit),
+            );
+        }
+        $wait = (float) $decision->waitFor;
+        return new Reservation(
+            $now + $wait,
+            new RateLimit($decision->remaining, self::second($now + $wait), $wait <= 0.0, $this->limit),
+        );
     }
 
     /**
-     * Takes `$tokens` tokens if the bucket holds them; a denial takes nothing.
-     * consume(0) takes nothing and reports the tokens held.
+     * Takes `$tokens` tokens if they are there now; a denial takes nothing. consume(0) takes
+     * nothing and is accepted, reporting the tokens left (as every Symfony version does).
      *
-     * The RateLimit's retry-after is exact to the microsecond (now when accepted); when the
-     * database stayed busy for ratelimit.busy_timeout_ms the answer is a denial with a retry
-     * one second later (never a permission, unless the operator set ratelimit.fail_open=1).
+     * getRetryAfter() is in whole seconds as Symfony reports it: now when accepted; when denied,
+     * a token bucket's `interval` times the refills still needed (Symfony's arithmetic), a
+     * window's exact instant from the extension, rounded down to the second. When the store
+     * stayed busy for ratelimit.busy_timeout_ms the answer is a denial with a retry a second
+     * later (never a permission, unless the operator set ratelimit.fail_open=1).
      *
      * @throws \InvalidArgumentException $tokens negative or larger than the limit (as Symfony)
      */
     public function consume(int $tokens = 1): RateLimit
     {
         $now = microtime(true);
+        if ($tokens === 0) {
+            $this->checkTokens($tokens, false);
+            return $this->peekLimit($this->peek(), $now);
+        }
+        if ($tokens > $this->limit && $this->policy === 'sliding_window' && !self::modernSymfony()) {
+            // Symfony 5.4's sliding window does not check the size: such a call is a denial.
+            $peek = $this->peek();
+            return new RateLimit($peek->remaining, self::second($now + $this->per), false, $this->limit);
+        }
         $decision = $this->decide($tokens);
-        $retryAt = $decision->allowed ? $now : $now + $decision->retryAfter;
-        return new RateLimit($decision->remaining, self::instant($retryAt), $decision->allowed, $this->limit);
+        $retryAt = $decision->allowed ? $now : $now + $this->reportedWait($decision, $tokens);
+        return new RateLimit($decision->remaining, self::second($retryAt), $decision->allowed, $this->limit);
     }
 
     /**
      * What consume() asks the extension, as the extension's own Decision (reason "ok", "rate",
-     * "inflight" or "unavailable", headers() for the IETF RateLimit fields, the lease).
+     * "inflight" or "unavailable", an exact `retryAfter`, headers() for the IETF RateLimit
+     * fields, the lease). decide(0) is a peek.
      *
      * @throws \InvalidArgumentException $tokens negative or larger than the limit
      */
     public function decide(int $tokens = 1): Decision
     {
-        if ($tokens < 0) {
-            throw new \InvalidArgumentException(sprintf('Cannot consume a negative number of tokens (%d).', $tokens));
-        }
-        if ($tokens > $this->limit) {
-            throw new \InvalidArgumentException(sprintf(
-                'Cannot reserve more tokens (%d) than the burst size of the rate limiter (%d).',
-                $tokens,
-                $this->limit,
-            ));
-        }
+        $this->checkTokens($tokens, false);
         if ($tokens === 0) {
-            return ratelimit_peek($this->subject, limit: $this->limit, per: $this->per, scope: $this->scope);
+            return $this->peek();
         }
         $decision = ratelimit_acquire(
             $this->subject,
@@ -98,6 +153,7 @@ final class ExtensionLimiter implements LimiterInterface
             inflight: $this->inflight,
             scope: $this->scope,
             cost: $tokens,
+            policy: $this->policy,
         );
         if ($decision->lease !== null) {
             $this->leases[] = $decision->lease;
@@ -136,7 +192,7 @@ final class ExtensionLimiter implements LimiterInterface
         return $this->limit;
     }
 
-    /** Seconds to refill the whole bucket (`limit` tokens). */
+    /** The extension's `$per`: seconds to refill the whole bucket, or a window's length. */
     public function getPer(): float
     {
         return $this->per;
@@ -147,9 +203,90 @@ final class ExtensionLimiter implements LimiterInterface
         return $this->scope;
     }
 
-    private static function instant(float $unixTime): \DateTimeImmutable
+    public function getPolicy(): string
     {
-        return \DateTimeImmutable::createFromFormat('U.u', sprintf('%.6F', $unixTime))
+        return $this->policy;
+    }
+
+    private function peek(): Decision
+    {
+        return ratelimit_peek(
+            $this->subject,
+            limit: $this->limit,
+            per: $this->per,
+            scope: $this->scope,
+            policy: $this->policy,
+        );
+    }
+
+    /**
+     * consume(0)/reserve(0): accepted, the tokens left; the instant as the Symfony version in
+     * use reports it (5.4: now; 6.4 and 7.x: when none is left, when one comes back).
+     */
+    private function peekLimit(Decision $peek, float $now): RateLimit
+    {
+        $at = $now;
+        if ($peek->remaining === 0 && self::modernSymfony()) {
+            $at += match ($this->policy) {
+                'token_bucket' => $this->interval * ceil(1 / $this->amount),
+                'fixed_window' => ceil((float) $peek->retryAfter),
+                default => (float) $peek->retryAfter,
+            };
+        }
+        return new RateLimit($peek->remaining, self::second($at), true, $this->limit);
+    }
+
+    /**
+     * The wait Symfony reports for a denial of `$tokens`: a token bucket's refill `interval`
+     * times the refills the missing tokens need, counting those booked ahead (Symfony's
+     * arithmetic: never before the tokens are back, as the extension refills at the same rate),
+     * a fixed window's end in whole seconds, a sliding window's exact instant. "unavailable":
+     * a second.
+     */
+    private function reportedWait(Decision $decision, int $tokens): float
+    {
+        if ($decision->reason !== 'rate') {
+            return max(1.0, (float) $decision->retryAfter);
+        }
+        // The tokens missing: those asked for beyond what is left, and those booked ahead.
+        $missing = max(1, $tokens - $decision->remaining + $decision->reserved);
+        return match ($this->policy) {
+            'token_bucket' => (float) ($this->interval * ceil($missing / $this->amount)),
+            'fixed_window' => ceil((float) $decision->retryAfter),
+            default => (float) $decision->retryAfter,
+        };
+    }
+
+    private function checkTokens(int $tokens, bool $reserving): void
+    {
+        if ($tokens < 0) {
+            throw new \InvalidArgumentException(sprintf('Cannot consume a negative number of tokens (%d).', $tokens));
+        }
+        if ($tokens > $this->limit && ($reserving || $this->policy !== 'sliding_window' || self::modernSymfony())) {
+            throw new \InvalidArgumentException(sprintf(
+                $this->policy === 'token_bucket'
+                    ? 'Cannot reserve more tokens (%d) than the burst size of the rate limiter (%d).'
+                    : 'Cannot reserve more tokens (%d) than the size of the rate limiter (%d).',
+                $tokens,
+                $this->limit,
+            ));
+        }
+    }
+
+    /**
+     * Symfony 6.4 and later (sliding windows reserve; consume(0) reports when a token comes
+     * back); the bridge is tested on 5.4, 6.4 and 7.1.
+     */
+    private static function modernSymfony(): bool
+    {
+        static $modern = null;
+        return $modern ??= method_exists(SlidingWindow::class, 'calculateTimeForTokens');
+    }
+
+    /** An instant rounded down to the second, as Symfony's limiters make them. */
+    private static function second(float $unixTime): \DateTimeImmutable
+    {
+        return \DateTimeImmutable::createFromFormat('U', (string) (int) floor($unixTime))
             ?: throw new \LogicException(sprintf('Unrepresentable instant %F.', $unixTime));
     }
 }

@@ -5,22 +5,24 @@ declare(strict_types=1);
 namespace RateLimit\Bridge\Symfony;
 
 use RateLimit\Bridge\Key;
+use Symfony\Component\OptionsResolver\Exception\MissingOptionsException;
 use Symfony\Component\RateLimiter\LimiterInterface;
 use Symfony\Component\RateLimiter\Policy\NoLimiter;
 
 /**
- * Drop-in for Symfony's RateLimiterFactory: takes the same configuration array (the options of
- * a `framework.rate_limiter.<name>` entry) and creates limiters whose decisions come from the
- * extension, exact across every worker and master of the host.
+ * Symfony's RateLimiterFactory on the extension: takes the same configuration array (the options
+ * of a `framework.rate_limiter.<name>` entry) and creates limiters whose decisions come from the
+ * extension, exact across every worker and master of the host. The Symfony bundle
+ * (RateLimitBundle) registers one per `framework.rate_limiter` entry as `limiter.<name>`.
  *
  * Options, as Symfony's:
  * - `id` (required): the limiter's name; it becomes the extension's scope (see Key::scope()).
- * - `policy` (required): `token_bucket`, `fixed_window` or `no_limit` (`sliding_window` is
- *   refused: a token bucket would allow more than it does within one interval).
+ * - `policy` (required): `token_bucket`, `fixed_window`, `sliding_window` or `no_limit`, each
+ *   decided by the extension's policy of that name.
  * - `token_bucket`: `limit` (the burst) and `rate` => [`interval` (e.g. '1 minute'), `amount`
- *   (default 1)]: `amount` tokens per `interval`, refilled continuously rather than in steps.
- * - `fixed_window`: `limit` per `interval`, as a token bucket of `limit` refilled over
- *   `interval`: never more in any span of time than Symfony's fixed window allows there.
+ *   (default 1)]: `amount` tokens per `interval`, as a bucket of `limit` refilled over
+ *   `limit * interval / amount` seconds (1 per day: the next token a day later).
+ * - `fixed_window`, `sliding_window`: `limit` per `interval`.
  * Bridge-only:
  * - `inflight` (default 0): at most this many accepted consume() of one key live at once, each
  *   held until ExtensionLimiter::release(), the end of the request, or ratelimit.lease_ttl.
@@ -37,11 +39,14 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
     private readonly int $limit;
     private readonly float $per;
     private readonly int $inflight;
+    private readonly int $interval;
+    private readonly int $amount;
 
     /**
      * @param array<string, mixed> $config
      *
-     * @throws \InvalidArgumentException an option missing, unknown or of the wrong type
+     * @throws MissingOptionsException   `id` or `policy` missing (an \InvalidArgumentException)
+     * @throws \InvalidArgumentException an option unknown or of the wrong type
      * @throws \LogicException           an interval that does not parse, or an unsupported policy
      */
     public function __construct(array $config)
@@ -54,6 +59,14 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
                 implode('", "', $unknown),
                 implode('", "', $known),
             ));
+        }
+        $missing = array_values(array_diff(['id', 'policy'], array_keys($config)));
+        if ($missing !== []) {
+            // Symfony's OptionsResolver (a dependency of symfony/rate-limiter) words it so.
+            $format = \count($missing) > 1
+                ? 'The required options "%s" are missing.'
+                : 'The required option "%s" is missing.';
+            throw new MissingOptionsException(sprintf($format, implode('", "', $missing)));
         }
         $id = self::string($config, 'id');
         $this->policy = self::string($config, 'policy');
@@ -75,27 +88,28 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
                         sprintf('The option(s) "rate.%s" do not exist.', implode('", "rate.', $extra)),
                     );
                 }
-                $amount = isset($rate['amount']) ? self::int($rate, 'amount', 1) : 1;
+                $this->amount = isset($rate['amount']) ? self::int($rate, 'amount', 1) : 1;
+                $this->interval = self::seconds(self::string($rate, 'interval'));
                 // `amount` tokens every `interval` seconds: `limit` tokens take limit/amount intervals.
-                $this->per = $this->limit * self::seconds(self::string($rate, 'interval')) / $amount;
+                $this->per = $this->limit * $this->interval / $this->amount;
                 break;
             case 'fixed_window':
+            case 'sliding_window':
                 $this->limit = self::int($config, 'limit', 1);
-                $this->per = (float) self::seconds(self::string($config, 'interval'));
+                $this->interval = self::seconds(self::string($config, 'interval'));
+                $this->amount = $this->limit;
+                $this->per = (float) $this->interval;
                 break;
             case 'no_limit':
                 $this->limit = \PHP_INT_MAX;
                 $this->per = 1.0;
+                $this->interval = 1;
+                $this->amount = 1;
                 break;
-            case 'sliding_window':
-                throw new \LogicException(
-                    'The ratelimit bridge does not implement the "sliding_window" policy:'
-                    . ' use "token_bucket" (or "fixed_window").',
-                );
             default:
                 throw new \LogicException(sprintf(
-                    'Limiter policy "%s" does not exists, it must be either "token_bucket", "fixed_window"'
-                    . ' or "no_limit".',
+                    'Limiter policy "%s" does not exists, it must be either "token_bucket", "sliding_window",'
+                    . ' "fixed_window" or "no_limit".',
                     $this->policy,
                 ));
         }
@@ -118,7 +132,16 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
         if ($this->policy === 'no_limit') {
             return new NoLimiter();
         }
-        return new ExtensionLimiter($this->scope, Key::subject($key), $this->limit, $this->per, $this->inflight);
+        return new ExtensionLimiter(
+            $this->scope,
+            Key::subject($key),
+            $this->limit,
+            $this->per,
+            $this->inflight,
+            $this->policy,
+            $this->interval,
+            $this->amount,
+        );
     }
 
     /** Seconds of an interval as Symfony reads it ("1 minute", "15 seconds", "1 day", ...). */

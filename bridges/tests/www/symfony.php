@@ -1,7 +1,8 @@
 <?php
 // One Symfony rate decision per request, by the stock token_bucket or by the bridge; the same
 // code for both but for the factory:
-//   ?impl=bridge|stock&s=KEY&limit=5 (&cache=shared|master: the stock limiter's cache and lock
+//   ?impl=bridge|stock&s=KEY&limit=5 (&policy=token_bucket|fixed_window|sliding_window;
+//   &cache=shared|master: the stock limiter's cache and lock
 //   dirs, one for the host or one per php-fpm master; &ms=N sleeps N ms after deciding)
 // 200 when accepted, 429 when not; X-Worker-Pid names the worker.
 declare(strict_types=1);
@@ -17,8 +18,12 @@ use Symfony\Component\RateLimiter\Storage\CacheStorage;
 
 header('X-Worker-Pid: ' . getmypid());
 $limit = (int) ($_GET['limit'] ?? 5);
-// framework.rate_limiter.fpm_test: token_bucket, `limit` tokens, `limit` more per day.
-$config = ['id' => 'fpm_test', 'policy' => 'token_bucket', 'limit' => $limit, 'rate' => ['interval' => '1 day', 'amount' => $limit]];
+// framework.rate_limiter.fpm_test: token_bucket, `limit` tokens, `limit` more per day; or a
+// window of `limit` per day.
+$policy = $_GET['policy'] ?? 'token_bucket';
+$config = $policy === 'token_bucket'
+    ? ['id' => 'fpm_test', 'policy' => 'token_bucket', 'limit' => $limit, 'rate' => ['interval' => '1 day', 'amount' => $limit]]
+    : ['id' => 'fpm_' . $policy, 'policy' => $policy, 'limit' => $limit, 'interval' => '1 day'];
 
 if (($_GET['impl'] ?? '') === 'bridge') {
     $factory = new ExtensionLimiterFactory($config);
