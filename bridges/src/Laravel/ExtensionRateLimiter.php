@@ -6,169 +6,215 @@ namespace RateLimit\Bridge\Laravel;
 
 use Closure;
 use Illuminate\Cache\RateLimiter;
-use Illuminate\Cache\RateLimiting\Limit;
 use RateLimit\Bridge\Key;
 use RateLimit\Decision;
 
 /**
- * Laravel's RateLimiter with its decisions taken by the extension instead of a cache: one
- * token bucket per key, shared by every PHP process of the host, in one atomic step per
- * decision. Bound in the container by RateLimitServiceProvider, so the `throttle:` middleware,
- * the `RateLimiter` facade and queue job middleware use it unchanged.
+ * Laravel's RateLimiter (8.83, 10, 11, 12) with its counters kept by the extension instead of a
+ * cache: shared by every PHP process of the host, each change one atomic step of the store.
+ * Bound in the container by RateLimitServiceProvider, so the `throttle:` middleware, the
+ * `RateLimiter` facade and queue job middleware use it unchanged.
  *
- * Laravel's words onto the bucket (a key's bucket holds `maxAttempts` tokens and refills
- * `maxAttempts` tokens every `decaySeconds`, continuously):
- * - attempt(): one atomic take; the callback runs only when a token was taken.
- * - tooManyAttempts(): a read (nothing is charged): true when the bucket holds no whole token.
- * - hit(): takes one token; returns the tokens in use (`maxAttempts` - tokens left), or
- *   `maxAttempts + 1` when the bucket was empty (nothing was taken).
- *   When the same key's last tooManyAttempts() in this process answered false (the caller was
- *   told to go ahead, as the throttle middleware and the queue's RateLimited middleware are)
- *   and another worker took the last token in between, hit() throws TooManyAttemptsException
- *   (an HTTP 429 ThrottleRequestsException where illuminate/http is installed), so that
- *   "check, then hit" admits exactly `maxAttempts` however many workers race.
- * - attempts(): tokens in use; it falls as the bucket refills, rather than at a window's end.
- * - remaining() / retriesLeft(): whole tokens left.
- * - availableIn(): seconds until the next token, rounded up (0 when one is there).
- * - clear() / resetAttempts(): forget the bucket (full again).
- * A bucket's size and refill are remembered per key by this object from the calls that give
- * them (tooManyAttempts/remaining give maxAttempts, hit gives decaySeconds, attempt() and named
- * limiters give both); until then the defaults of the constructor apply. Under php-fpm a Laravel
- * application, and so this object, lives for one request.
+ * Stock Laravel keeps two cache entries per key: the counter (`key`, which expires `decay`
+ * seconds after the hit that created it) and the timer (`key:timer`, the instant that window
+ * ends, which `availableIn()` reads). Here each is an extension bucket of policy
+ * `fixed_window` (a window starts at its first hit and lasts `per` seconds):
+ * - the counter: the key's bucket in `$scope`; a hit is a take of a bucket of 10^12 tokens,
+ *   so it is never refused and counts past any limit (stock `hit()` returns 6, 7, 8 past a
+ *   limit of 5), and `attempts` is what the window has used;
+ * - the timer: the key's bucket in `$scope:timer`, started by a hit when none is running
+ *   (all `decay` tokens of a window of `decay` seconds taken): it gives the window's end
+ *   (`availableIn()`) and the decay itself to a call that is not told it, as
+ *   `attempts($key)` and `availableIn($key)` in a fresh request are not (so they answer
+ *   from the stored state, not from defaults).
+ * A fixed window's state (tokens used, start) does not depend on the limit it is read with,
+ * so one bucket serves both a count (limit 10^12) and an exact admission (`attempt()` takes
+ * with limit `maxAttempts`: never more than `maxAttempts` callbacks per window, however many
+ * workers race).
+ *
+ * Differences from stock, each because the store has no way to give back a token:
+ * - `attempt()` takes its token before running the callback (stock: after, and not at all
+ *   when the callback throws), so that concurrent workers cannot run more callbacks than
+ *   `maxAttempts`; a callback that throws has used its attempt;
+ * - `decrement()` and `increment()` with an amount below 1 throw a \LogicException.
+ * And one because the bridge is exact: when this key's last `tooManyAttempts()` in this object
+ * answered false (the throttle middleware and login throttling check, then hit) and the hit
+ * finds the count past that limit (another worker took the last attempt in between), `hit()`
+ * throws the middleware's own ThrottleRequestsException (429, stock headers), so "check, then
+ * hit" admits exactly `maxAttempts`. Times are whole seconds rounded up (`availableIn()`): the
+ * same as stock when the window started on a whole second, at most one more otherwise.
  */
 class ExtensionRateLimiter extends RateLimiter
 {
-    /** @var array<string, array{int, int}> key => [maxAttempts, decaySeconds] last seen */
-    private array $policies = [];
+    /** Bucket size of a pure count: a take never refused. */
+    private const COUNT = 1_000_000_000_000;
 
-    /** @var array<string, true> keys whose last tooManyAttempts() answered false, not hit since */
+    /** Window read for its state alone (10^9 s: no window has ended in it). */
+    private const FOREVER = 1_000_000_000.0;
+
+    private const POLICY = 'fixed_window';
+
+    /** @var array<string, int> key => maxAttempts of its last tooManyAttempts() that answered false */
     private array $cleared = [];
 
+    /** @var array<string, int> key => decay seconds this object was told or read */
+    private array $decays = [];
+
+    private readonly string $timerScope;
+
     /**
-     * @param string $scope               the extension's scope of every key of this limiter
-     * @param int    $defaultMaxAttempts  bucket size of a key before a call gave one
-     * @param int    $defaultDecaySeconds refill time of a key before a call gave one
-     * @param int    $inflight            most live leases per key taken by hit() and attempt()
-     *                                    (0: none); a hit's lease ends with the request
-     *                                    (under Octane: with the HTTP request, see
-     *                                    RateLimitServiceProvider::boot(); in another
-     *                                    long-running CLI process: at ratelimit.lease_ttl, or
-     *                                    ratelimit_end_request()), attempt()'s when its
-     *                                    callback returns
+     * @param string $scope    the extension's scope of every key of this limiter (its timers
+     *                         are in `$scope:timer`)
+     * @param int    $inflight most live leases per key taken by hit() and attempt() (0: none);
+     *                         a hit's lease ends with the request (under Octane: with the HTTP
+     *                         request, see RateLimitServiceProvider::boot(); in another
+     *                         long-running CLI process: at ratelimit.lease_ttl, or
+     *                         ratelimit_end_request()), attempt()'s when its callback returns
      */
     public function __construct(
         private readonly string $scope = 'laravel',
-        private readonly int $defaultMaxAttempts = 60,
-        private readonly int $defaultDecaySeconds = 60,
         private readonly int $inflight = 0,
     ) {
         // No cache: parent::__construct() is not called and $this->cache stays unset.
-    }
-
-    /**
-     * A named limiter; its Limit objects also tell this limiter the keys' sizes and refill
-     * times before the middleware asks tooManyAttempts().
-     *
-     * @return Closure|null
-     */
-    public function limiter(string $name)
-    {
-        $callback = parent::limiter($name);
-        if (!$callback instanceof Closure) {
-            return $callback;
+        $this->timerScope = $scope . ':timer';
+        if (preg_match('/^[A-Za-z0-9_.:-]{1,58}$/D', $scope) !== 1) {
+            throw new \InvalidArgumentException('The scope must be 1 to 58 characters of [A-Za-z0-9_.:-].');
         }
-        return function (...$args) use ($callback, $name) {
-            $result = $callback(...$args);
-            foreach (\is_array($result) ? $result : [$result] as $limit) {
-                if ($limit instanceof Limit) {
-                    // ThrottleRequests' key for a named limit (illuminate/routing 8.x).
-                    $key = md5($name . $limit->key);
-                    $this->remember($key, (int) $limit->maxAttempts, (int) $limit->decayMinutes * 60);
-                }
-            }
-            return $result;
-        };
     }
 
     /**
-     * Runs `$callback` if a token could be taken, in one atomic step; false otherwise.
+     * Runs `$callback` if this window has used fewer than `$maxAttempts`, taking the attempt
+     * first in one atomic step (see the class comment).
      *
      * @param string $key
      * @param int    $maxAttempts
-     * @param int    $decaySeconds
-     * @return mixed the callback's result, or true when it returned a falsy value; false if limited
+     * @param \DateTimeInterface|\DateInterval|int $decaySeconds
+     * @return mixed the callback's result (null as true; Laravel 8: any falsy result as true),
+     *               false when limited
      */
     public function attempt($key, $maxAttempts, Closure $callback, $decaySeconds = 60)
     {
-        $k = $this->remember($key, (int) $maxAttempts, (int) $decaySeconds);
+        $k = $this->clean($key);
+        $decay = $this->seconds($decaySeconds);
+        $this->decays[$k] = $decay;
         unset($this->cleared[$k]);
-        $decision = $this->take($k);
+        $decision = $this->take($k, max(1, (int) $maxAttempts), $decay, 1);
         if (!$decision->allowed) {
-            return false;
+            if ($decision->reason !== 'rate' || $this->timer($k) !== null) {
+                return false;
+            }
+            // Stock: a full counter without its timer is reset, and the attempt goes ahead.
+            $this->resetAttempts($key);
+            $decision = $this->take($k, max(1, (int) $maxAttempts), $decay, 1);
+            if (!$decision->allowed) {
+                return false;
+            }
         }
+        $this->startTimer($k, $decay);
         try {
-            return $callback() ?: true;
+            $result = $callback();
         } finally {
             if ($decision->lease !== null) {
                 ratelimit_release($decision);
             }
         }
+        if (self::laravel() < 10) {
+            return $result ?: true;
+        }
+        return $result ?? true;
     }
 
     /**
      * @param string $key
      * @param int    $maxAttempts
-     * @return bool true when the key's bucket holds no whole token (nothing is charged)
+     * @return bool true when this window has used `$maxAttempts` or more (nothing is charged)
      */
     public function tooManyAttempts($key, $maxAttempts)
     {
-        $k = $this->remember($key, (int) $maxAttempts, null);
-        if (!$this->peek($k)->allowed) {
-            unset($this->cleared[$k]);
-            return true;
+        $k = $this->clean($key);
+        unset($this->cleared[$k]);
+        if ($this->attempts($key) >= $maxAttempts) {
+            if ($this->timer($k) !== null) {
+                return true;
+            }
+            $this->resetAttempts($key);
         }
-        $this->cleared[$k] = true;
+        $this->cleared[$k] = (int) $maxAttempts;
         return false;
     }
 
     /**
      * @param string $key
-     * @param int    $decaySeconds
-     * @return int the tokens in use after this hit, or maxAttempts + 1 when none was left
+     * @param \DateTimeInterface|\DateInterval|int $decaySeconds
+     * @return int the attempts of this window, this one included
      *
-     * @throws \Illuminate\Http\Exceptions\ThrottleRequestsException no token was left although
-     *         this key's last tooManyAttempts() in this process answered false (its previous
-     *         exception is a TooManyAttemptsException); TooManyAttemptsException itself when
-     *         illuminate/http is not installed
+     * @throws \Illuminate\Http\Exceptions\ThrottleRequestsException the count went past the limit
+     *         of this key's last tooManyAttempts() in this object, which answered false (its
+     *         previous exception is a TooManyAttemptsException); TooManyAttemptsException
+     *         itself when illuminate/http is not installed
      */
     public function hit($key, $decaySeconds = 60)
     {
-        $k = $this->remember($key, null, (int) $decaySeconds);
-        $told = isset($this->cleared[$k]);
-        unset($this->cleared[$k]);
-        $decision = $this->take($k);
-        if ($decision->allowed) {
-            return $decision->limit - $decision->remaining;
-        }
-        if ($told) {
-            throw TooManyAttemptsException::throwable($decision);
-        }
-        return $decision->limit + 1;
+        return $this->increment($key, $decaySeconds);
     }
 
     /**
      * @param string $key
-     * @return int tokens in use: maxAttempts - whole tokens left
+     * @param \DateTimeInterface|\DateInterval|int $decaySeconds
+     * @param int $amount 1 or more
+     * @return int the attempts of this window, these included
+     */
+    public function increment($key, $decaySeconds = 60, $amount = 1)
+    {
+        $amount = (int) $amount;
+        if ($amount < 1) {
+            throw self::noGivingBack();
+        }
+        $k = $this->clean($key);
+        $decay = $this->seconds($decaySeconds);
+        $this->decays[$k] = $decay;
+        $max = $this->cleared[$k] ?? null;
+        unset($this->cleared[$k]);
+        $decision = $this->take($k, self::COUNT, $decay, $amount);
+        if (!$decision->allowed) {
+            // Only an in-flight limit (the `inflight` option) or an unavailable store refuses.
+            throw TooManyAttemptsException::throwable($max, $this->waitOf($decision));
+        }
+        $this->startTimer($k, $decay);
+        $hits = self::COUNT - $decision->remaining;
+        if ($max !== null && $hits > $max) {
+            throw TooManyAttemptsException::throwable($max, $this->availableIn($key));
+        }
+        return $hits;
+    }
+
+    /**
+     * Not supported: the store never gives back what a window has used.
+     *
+     * @throws \LogicException always
+     */
+    public function decrement($key, $decaySeconds = 60, $amount = 1)
+    {
+        throw self::noGivingBack();
+    }
+
+    /**
+     * @param string $key
+     * @return int the attempts of this window (0 when it has ended)
      */
     public function attempts($key)
     {
-        $decision = $this->peek($this->clean($key));
-        return $decision->limit - $decision->remaining;
+        $k = $this->clean($key);
+        $decay = $this->decayOf($k);
+        if ($decay === null) {
+            return 0;
+        }
+        return self::COUNT - $this->peek($k, self::COUNT, (float) $decay, $this->scope)->remaining;
     }
 
     /**
      * @param string $key
-     * @return bool true when there was a bucket to forget
+     * @return bool true when there was a count to forget (its timer stays, as stock's)
      */
     public function resetAttempts($key)
     {
@@ -180,37 +226,77 @@ class ExtensionRateLimiter extends RateLimiter
     /**
      * @param string $key
      * @param int    $maxAttempts
-     * @return int whole tokens left
+     * @return int `$maxAttempts` - attempts (Laravel 11 and later: at least 0)
      */
     public function remaining($key, $maxAttempts)
     {
-        return $this->peek($this->remember($key, (int) $maxAttempts, null))->remaining;
+        $left = $maxAttempts - $this->attempts($key);
+        return self::laravel() >= 11 ? max(0, $left) : $left;
     }
 
     /**
+     * @param string $key
+     * @param int    $maxAttempts
+     * @return int as remaining()
+     */
+    public function retriesLeft($key, $maxAttempts)
+    {
+        return $this->remaining($key, $maxAttempts);
+    }
+
+    /**
+     * Forgets the count and the timer.
+     *
      * @param string $key
      * @return void
      */
     public function clear($key)
     {
+        $k = $this->clean($key);
         $this->resetAttempts($key);
+        ratelimit_reset(Key::subject($k), $this->timerScope);
+        unset($this->decays[$k]);
     }
 
     /**
      * @param string $key
-     * @return int seconds until the next token, rounded up; 0 when one is there
+     * @return int whole seconds until the key's window ends, rounded up; 0 when none is running
      */
     public function availableIn($key)
     {
-        return (int) ceil($this->peek($this->clean($key))->retryAfter);
+        $timer = $this->timer($this->clean($key));
+        return $timer === null ? 0 : (int) ceil($timer[1]);
     }
 
     /**
-     * The extension's own answer for `$key` now, without taking anything: headers(), reason.
+     * The extension's own answer for `$key` now against `$maxAttempts`, without taking
+     * anything (reason, headers()); null when no window of the key is running.
      */
-    public function decision(string $key): Decision
+    public function decision(string $key, int $maxAttempts): ?Decision
     {
-        return $this->peek($this->clean($key));
+        $k = $this->clean($key);
+        $decay = $this->decayOf($k);
+        if ($decay === null) {
+            return null;
+        }
+        return $this->peek($k, $maxAttempts, (float) $decay, $this->scope);
+    }
+
+    /** The Laravel major version of the RateLimiter class loaded (8, 10 or 11 for 11 and later). */
+    private static function laravel(): int
+    {
+        static $version = null;
+        return $version ??= match (true) {
+            method_exists(RateLimiter::class, 'decrement') => 11,
+            method_exists(RateLimiter::class, 'increment') => 10,
+            default => 8,
+        };
+    }
+
+    private static function noGivingBack(): \LogicException
+    {
+        return new \LogicException('ratelimit bridge: an amount below 1 (decrement()) is not supported: '
+            . 'the store never gives back what a window has used.');
     }
 
     private function clean(string $key): string
@@ -218,44 +304,83 @@ class ExtensionRateLimiter extends RateLimiter
         return $this->cleanRateLimiterKey($key);
     }
 
-    /** Records what a call says of a key's bucket; returns the cleaned key. */
-    private function remember(string $key, ?int $maxAttempts, ?int $decaySeconds): string
+    /** @param \DateTimeInterface|\DateInterval|int $decay */
+    private function seconds($decay): int
     {
-        $k = $this->clean($key);
-        [$max, $decay] = $this->policies[$k] ?? [$this->defaultMaxAttempts, $this->defaultDecaySeconds];
-        $this->policies[$k] = [$maxAttempts ?? $max, $decaySeconds ?? $decay];
-        return $k;
+        $seconds = $decay instanceof \DateTimeInterface || $decay instanceof \DateInterval
+            ? $this->secondsUntil($decay)
+            : (int) $decay;
+        // A window of at least one second: the store knows no empty window.
+        return max(1, $seconds);
     }
 
-    /** @return array{int, int} */
-    private function policy(string $k): array
+    /** The key's decay: told in this object, else its timer's; null when it has no timer. */
+    private function decayOf(string $k): ?int
     {
-        [$max, $decay] = $this->policies[$k] ?? [$this->defaultMaxAttempts, $this->defaultDecaySeconds];
-        if ($max < 1 || $decay < 1) {
-            throw new \InvalidArgumentException(sprintf(
-                'A rate limit needs maxAttempts >= 1 and decaySeconds >= 1 (got %d and %d).',
-                $max,
-                $decay,
-            ));
+        if (isset($this->decays[$k])) {
+            return $this->decays[$k];
         }
-        return [$max, $decay];
+        $timer = $this->timer($k);
+        return $timer === null ? null : $timer[0];
     }
 
-    private function take(string $k): Decision
+    /**
+     * The key's running timer: [its decay, seconds until it ends]; null when none runs.
+     *
+     * @return array{int, float}|null
+     */
+    private function timer(string $k): ?array
     {
-        [$max, $decay] = $this->policy($k);
-        return ratelimit_acquire(
+        $d = $this->peek($k, self::COUNT, self::FOREVER, $this->timerScope);
+        $decay = self::COUNT - $d->remaining;
+        if ($decay < 1) {
+            return null;
+        }
+        // Read over a window of FOREVER, it ends FOREVER after its start: its own ends `decay` after.
+        $left = $d->resetAfter - self::FOREVER + $decay;
+        if ($left <= 0.0) {
+            return null;
+        }
+        $this->decays[$k] ??= $decay;
+        return [$decay, $left];
+    }
+
+    /**
+     * Stock `cache->add(key:timer)`, atomic: a take of all `decay` tokens of a window of `decay`
+     * seconds succeeds only when no timer of the key is running (then it starts one).
+     */
+    private function startTimer(string $k, int $decay): void
+    {
+        ratelimit_acquire(
             Key::subject($k),
-            limit: $max,
+            limit: $decay,
             per: (float) $decay,
-            inflight: $this->inflight,
-            scope: $this->scope,
+            scope: $this->timerScope,
+            cost: $decay,
+            policy: self::POLICY,
         );
     }
 
-    private function peek(string $k): Decision
+    private function peek(string $k, int $limit, float $per, string $scope): Decision
     {
-        [$max, $decay] = $this->policy($k);
-        return ratelimit_peek(Key::subject($k), limit: $max, per: (float) $decay, scope: $this->scope);
+        return ratelimit_peek(Key::subject($k), limit: $limit, per: $per, scope: $scope, policy: self::POLICY);
+    }
+
+    private function take(string $k, int $limit, int $decay, int $cost): Decision
+    {
+        return ratelimit_acquire(
+            Key::subject($k),
+            limit: $limit,
+            per: (float) $decay,
+            inflight: $this->inflight,
+            scope: $this->scope,
+            cost: $cost,
+            policy: self::POLICY,
+        );
+    }
+
+    private function waitOf(Decision $decision): int
+    {
+        return max(1, (int) ceil($decision->retryAfter));
     }
 }

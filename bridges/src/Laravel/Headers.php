@@ -4,10 +4,8 @@ declare(strict_types=1);
 
 namespace RateLimit\Bridge\Laravel;
 
-use RateLimit\Decision;
-
 /**
- * The headers Laravel's throttle middleware sends with a denial, from a Decision.
+ * The headers Laravel's throttle middleware sends with a denial (its buildException()).
  *
  * @internal
  */
@@ -17,12 +15,15 @@ final class Headers
     {
     }
 
-    /** @return array<string, int> */
-    public static function of(Decision $decision): array
+    /**
+     * @param int|null $limit      X-RateLimit-Limit (left out when null: no limit was told)
+     * @param int      $retryAfter whole seconds, as availableIn()
+     * @return array<string, int>
+     */
+    public static function denial(?int $limit, int $retryAfter): array
     {
-        $retryAfter = max(1, (int) ceil($decision->retryAfter));
-        return [
-            'X-RateLimit-Limit' => $decision->limit,
+        $headers = $limit === null ? [] : ['X-RateLimit-Limit' => $limit];
+        return $headers + [
             'X-RateLimit-Remaining' => 0,
             'Retry-After' => $retryAfter,
             'X-RateLimit-Reset' => time() + $retryAfter,

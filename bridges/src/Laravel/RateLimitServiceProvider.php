@@ -11,9 +11,8 @@ use Illuminate\Support\ServiceProvider;
  * Binds ExtensionRateLimiter as Illuminate\Cache\RateLimiter, which the `throttle:` middleware,
  * the RateLimiter facade and the queue's RateLimited middleware resolve.
  *
- * Options from config('ratelimit') when a config repository is bound: `scope` ('laravel'),
- * `max_attempts` (60) and `decay_seconds` (60), the defaults of a key no call has described
- * yet, and `inflight` (0).
+ * Options from config('ratelimit') when a config repository is bound: `scope` ('laravel') and
+ * `inflight` (0).
  *
  * Under Laravel Octane, whose workers serve many HTTP requests inside one PHP request, it also
  * ends each HTTP request's leases on Octane's RequestTerminated event (see boot()).
@@ -62,8 +61,6 @@ class RateLimitServiceProvider extends ServiceProvider
         }
         return new ExtensionRateLimiter(
             scope: (string) ($config['scope'] ?? 'laravel'),
-            defaultMaxAttempts: (int) ($config['max_attempts'] ?? 60),
-            defaultDecaySeconds: (int) ($config['decay_seconds'] ?? 60),
             inflight: (int) ($config['inflight'] ?? 0),
         );
     }

@@ -5,11 +5,11 @@ declare(strict_types=1);
 namespace RateLimit\Bridge\Laravel;
 
 use Illuminate\Http\Exceptions\ThrottleRequestsException;
-use RateLimit\Decision;
 
 /**
- * ExtensionRateLimiter::hit() found no token although the caller was told to go ahead by
- * tooManyAttempts(): another worker took the last token in between.
+ * ExtensionRateLimiter::hit() counted an attempt past the limit although the caller was told to
+ * go ahead by tooManyAttempts(): another worker took the last attempt in between (or the
+ * bridge's `inflight` limit refused the hit).
  *
  * Where illuminate/http is installed (any Laravel application) hit() throws the throttle
  * middleware's own ThrottleRequestsException, with this exception as its previous one, so that
@@ -25,11 +25,11 @@ final class TooManyAttemptsException extends \RuntimeException
     }
 
     /**
-     * The exception hit() throws for `$decision` (a denial).
+     * The exception hit() throws: the limit told (null: none) and the whole seconds to wait.
      */
-    public static function throwable(Decision $decision): \Throwable
+    public static function throwable(?int $limit, int $retryAfter): \Throwable
     {
-        $e = new self(Headers::of($decision));
+        $e = new self(Headers::denial($limit, $retryAfter));
         if (class_exists(ThrottleRequestsException::class)) {
             return new ThrottleRequestsException('Too Many Attempts.', $e, $e->headers);
         }

@@ -3,6 +3,7 @@
 // bridge (bound by its service provider); the same code for both but for the binding:
 //   ?impl=bridge|stock&via=attempt|throttle|named&s=KEY&limit=5 (&ms=N sleeps N ms after deciding)
 // via=attempt:  RateLimiter::attempt($s, $limit, ..., 86400)
+// via=hitcmp:   if (RateLimiter::hit($s, 86400) > $limit) 429 (hit, then compare its count)
 // via=throttle: a route with the stock middleware 'throttle:$limit,1440,$s' through the Router
 // via=named:    a route with 'throttle:fpm', RateLimiter::for('fpm', Limit::perDay($limit)->by($s))
 // &inflight=N (bridge): config ratelimit.inflight = N; &hold=MS: the route holds MS ms and counts
@@ -49,6 +50,8 @@ $status = 200;
 $race = false;
 if ($via === 'attempt') {
     $status = $limiter->attempt($key, $limit, fn () => true, 86400) ? 200 : 429;
+} elseif ($via === 'hitcmp') {
+    $status = $limiter->hit($key, 86400) > $limit ? 429 : 200;
 } else {
     $limiter->for('fpm', fn (Request $r) => Limit::perDay($limit)->by((string) $r->query('s')));
     $router = new Router(new Dispatcher($app), $app);
