@@ -269,6 +269,9 @@ fn verdict(b: Bucket, ask: &Ask, reason: Reason, dry_run: bool, now: i64) -> Ver
         dry_run,
         replay: false,
         source: Source::Store,
+        // A plain call books nothing; `standing` tells what others booked ahead.
+        wait_ms: 0,
+        reserved: 0,
     };
     decision::standing(&mut v, &b, p, now);
     v
