@@ -135,15 +135,17 @@ impl RedisStore {
         ask: &Ask,
         carry: &mut Counters,
     ) -> Result<Option<Acquired>, StoreError> {
-        if self.functions == Functions::Off || ask.max_inflight > 0 || ask.request.is_some() {
+        // Only once the connection's path is known to be the scripts': the first decision of a
+        // connection asks for the module within its own budget (`step`), and goes by EVALSHA.
+        if self.functions == Functions::Off
+            || self.path != Path::Script
+            || ask.max_inflight > 0
+            || ask.request.is_some()
+        {
             return Ok(None);
         }
         let bucket = self.bucket_key(key);
         let deadline = Instant::now() + self.conn.timeout();
-        self.detected_by(&bucket, deadline)?;
-        if self.path == Path::Module {
-            return Ok(None);
-        }
         let p = &ask.policy;
         let mut args = vec![
             p.limit().to_string(),

@@ -144,7 +144,7 @@ impl RedisStore {
     }
 
     /// [`Self::ensure_detected`] by `deadline`.
-    pub(super) fn detected_by(&mut self, key: &str, deadline: Instant) -> Result<(), StoreError> {
+    fn detected_by(&mut self, key: &str, deadline: Instant) -> Result<(), StoreError> {
         if self.path == Path::Unknown {
             self.path = self.detect(key, deadline)?;
         }

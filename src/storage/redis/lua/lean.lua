@@ -11,14 +11,61 @@
 -- milli-tokens, stamp, previous window, now, flags (1 dry run, 4 clock regressed) }; the
 -- caller computes remaining, retry_after, reset_after and next_token from them with the core
 -- (`core::decision::standing`), on the server's clock as passed back in `now`.
+-- A token bucket kept as one (7 fields), as most are: refilled, checked, taken and written
+-- with numbers only (no tables), as bucket.lua's `refill`, `available`, `take` and `full_at`
+-- compute it; anything else (a window, a policy change, a damaged value) goes the general way.
+-- Returns nil when the value is not such a bucket.
+local function token_bucket(key, v, cap, per, cost, now, dry)
+  local t, s, a, d, i = string.match(v, '^(%d+) (%-?%d+) %-?%d+ %-?%d+ (%d+) (%d+) (%d+)$')
+  if not t then
+    return nil
+  end
+  local tokens, stamp = math.min(tonumber(t), cap), tonumber(s)
+  local p = { cap = cap, per = per }
+  local regressed = now < stamp
+  if not regressed then
+    local e = earned(p, now - stamp)
+    if tokens + e >= cap then
+      tokens, stamp = cap, now
+    else
+      tokens, stamp = tokens + e, stamp + time_to_earn(p, e)
+    end
+  end
+  a, d = tonumber(a), tonumber(d)
+  local reason, flags = 0, 0
+  if tokens < cost then
+    reason, d = 1, d + 1
+    if dry then
+      flags = 1
+    end
+  else
+    tokens, a = tokens - cost, a + 1
+  end
+  local full_again = stamp + time_to_earn(p, cap - tokens)
+  redis.call('SET', key, string.format('%d %d %d %d %d %d %d', tokens, stamp, full_again, now, a, d,
+    tonumber(i)),
+    'PX', int(math.max(0, full_again - now) + 1000))
+  if regressed then
+    flags = flags + 4
+  end
+  return { reason, tokens, stamp, 0, now, flags }
+end
+
 local function lean_acquire(keys, args)
   local key = keys[1]
   local now = now_ms(args[1])
   local p = policy(tonumber(args[2]), tonumber(args[3]), tonumber(args[6] or '0'))
   local cost = tonumber(args[4]) * MILLI
+  local v = get_bucket(key)
+  if v and p.kind == TOKEN_BUCKET then
+    local r = token_bucket(key, v, p.cap, p.per, cost, now, args[5] == '1')
+    if r then
+      return r
+    end
+  end
 
   local stored, counts = full(p, now), { 0, 0, 0 }
-  local t, s, _, _, a, d, i, k, pv = parse_bucket(get_bucket(key))
+  local t, s, _, _, a, d, i, k, pv = parse_bucket(v)
   if t == false then
     damaged(key, p, now)
   end
