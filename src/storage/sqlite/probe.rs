@@ -20,9 +20,11 @@ fn status(conn: &Connection, op: i32) -> i64 {
     i64::from(cur)
 }
 
+/// This thread's CPU time (user + system) so far, in us.
 fn cpu_us() -> f64 {
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes one rusage into the struct it is given.
+    // SAFETY: getrusage writes one rusage into the struct it is given, which lives here.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
     (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as f64 * 1e6
         + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) as f64
@@ -37,7 +39,7 @@ fn run(subjects: u32, calls: u32, variant: &str) {
             .unwrap();
     }
     // One millisecond a call, as at 1,000 admissions a second: a subject of 1,000 comes back
-    // a second later, past the recency grain.
+    // a second later (past the 100 ms of recency kept, so its `used_at` moves).
     let ms = Arc::new(std::sync::atomic::AtomicI64::new(1_700_000_000_000));
     let tick = Arc::clone(&ms);
     let clock: Clock = Arc::new(move || tick.load(std::sync::atomic::Ordering::Relaxed));
