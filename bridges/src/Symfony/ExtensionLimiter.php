@@ -57,7 +57,8 @@ final class ExtensionLimiter implements LimiterInterface
      * getWaitDuration() is the exact time until the booked tokens are earned; the caller waits
      * it out (Reservation::wait()) before acting. Two callers never book the same future tokens.
      *
-     * @throws MaxWaitDurationExceededException the wait would exceed `$maxTime` (nothing booked)
+     * @throws MaxWaitDurationExceededException the wait would exceed `$maxTime`, or the store stayed
+     *                                          busy (a wait of a second): nothing booked
      * @throws ReserveNotSupportedException     sliding_window before Symfony 6.4, as its own limiter;
      *                                          any policy while the extension has no ratelimit_reserve()
      * @throws \InvalidArgumentException        `$tokens` larger than the limit
