@@ -255,13 +255,17 @@ fn role(port: u16) -> Option<String> {
     redis::from_redis_value_ref(r.first()?).ok()
 }
 
-/// The scripts clients ran on a node (`EVALSHA`, `EVAL`): a replica runs none (what it
+/// The scripts and Functions clients ran on a node (`EVALSHA`, `EVAL`, `FCALL`): a replica runs none
 /// replicates are the scripts' writes), so a count that grows after its promotion is a
 /// decision made on it.
 fn script_calls(port: u16) -> u64 {
     let info = text(port, &["INFO", "commandstats"]).unwrap_or_default();
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| {
+            ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:"]
+                .iter()
+                .any(|c| l.starts_with(c))
+        })
         .filter_map(|l| {
             l.split_once("calls=")?
                 .1
