@@ -182,7 +182,9 @@ class ExtensionRateLimiter extends RateLimiter
         }
         $this->startTimer($k, $decay);
         $hits = self::COUNT - $decision->remaining;
-        if ($max !== null && $hits > $max) {
+        // Past the limit before this increment: another worker took the last attempt since the
+        // check (the caller's own amount going past it is stock's answer, the count).
+        if ($max !== null && $hits - $amount >= $max) {
             throw TooManyAttemptsException::throwable($max, $this->availableIn($key));
         }
         return $hits;
@@ -214,24 +216,29 @@ class ExtensionRateLimiter extends RateLimiter
 
     /**
      * @param string $key
-     * @return bool true when there was a count to forget (its timer stays, as stock's)
+     * @return bool true when there was a count to forget (its timer stays, as stock's); false
+     *              when its window has ended, as stock's expired cache entry
      */
     public function resetAttempts($key)
     {
         $k = $this->clean($key);
         unset($this->cleared[$k]);
-        return ratelimit_reset(Key::subject($k), $this->scope);
+        // The store keeps an ended window's row (ratelimit_reset() would answer true for it).
+        $had = $this->attempts($key) > 0;
+        ratelimit_reset(Key::subject($k), $this->scope);
+        return $had;
     }
 
     /**
      * @param string $key
      * @param int    $maxAttempts
-     * @return int `$maxAttempts` - attempts (Laravel 11 and later: at least 0)
+     * @return int `$maxAttempts` - attempts, as the running version computes it (stock's own
+     *             method, reading attempts() from here: negative past the limit up to Laravel 11,
+     *             at least 0 from 12; its key cleaned twice, as stock's)
      */
     public function remaining($key, $maxAttempts)
     {
-        $left = $maxAttempts - $this->attempts($key);
-        return self::laravel() >= 11 ? max(0, $left) : $left;
+        return parent::remaining($key, $maxAttempts);
     }
 
     /**
@@ -314,14 +321,24 @@ class ExtensionRateLimiter extends RateLimiter
         return max(1, $seconds);
     }
 
-    /** The key's decay: told in this object, else its timer's; null when it has no timer. */
+    /**
+     * The key's decay: told in this object, else its timer's, also of a timer that has ended (a
+     * count restarted after resetAttempts() outlives its timer); null when it has none.
+     */
     private function decayOf(string $k): ?int
     {
         if (isset($this->decays[$k])) {
             return $this->decays[$k];
         }
-        $timer = $this->timer($k);
-        return $timer === null ? null : $timer[0];
+        $decay = $this->timerDecay($this->peek($k, self::COUNT, self::FOREVER, $this->timerScope));
+        return $decay === null ? null : ($this->decays[$k] = $decay);
+    }
+
+    /** The decay a timer bucket read over FOREVER holds (its tokens taken); null when none. */
+    private function timerDecay(Decision $d): ?int
+    {
+        $decay = self::COUNT - $d->remaining;
+        return $decay < 1 ? null : $decay;
     }
 
     /**
@@ -332,8 +349,8 @@ class ExtensionRateLimiter extends RateLimiter
     private function timer(string $k): ?array
     {
         $d = $this->peek($k, self::COUNT, self::FOREVER, $this->timerScope);
-        $decay = self::COUNT - $d->remaining;
-        if ($decay < 1) {
+        $decay = $this->timerDecay($d);
+        if ($decay === null) {
             return null;
         }
         // Read over a window of FOREVER, it ends FOREVER after its start: its own ends `decay` after.
