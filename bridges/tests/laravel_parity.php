@@ -445,6 +445,26 @@ $tests['a fresh request counts a window that outlives its timer (resetAttempts, 
     return "hit at t0 (decay 10), resetAttempts at t5, hit at t6, a new request at t12: both $s";
 };
 
+$tests['a window ends at its first hit\'s decay, whatever a later hit\'s decay (one key, two decays)'] = function () use ($compare) {
+    [$s] = $compare('twodecays', function (Closure $make, string $key, Closure $at) {
+        $l = $make();
+        $out = [$l->hit($key, 5)];
+        $at(7);
+        $out[] = $l->hit($key, 10);
+        $out[] = 'in' . $l->availableIn($key);
+        return $out;
+    });
+    return "hit (decay 5) at t0, hit (decay 10) at t7: both $s";
+};
+
+$tests['a decay of 0 seconds counts nothing, as stock\'s cache stores nothing for it'] = function () use ($compare) {
+    [$s] = $compare('decay0', function (Closure $make, string $key) {
+        $l = $make();
+        return [$l->hit($key, 0), $l->hit($key, 0), 'a' . $l->attempts($key), 'in' . $l->availableIn($key)];
+    });
+    return "two hits with decay 0, attempts, availableIn: both $s";
+};
+
 /**
  * Requests through the stock ThrottleRequests middleware of this version; per request the
  * status and the X-RateLimit-* / Retry-After headers.
