@@ -166,6 +166,17 @@ $tests['symfony: null and "" keys share one bucket, a 2000-byte key works'] = fu
     return 'create(null) then create(""): remaining 1, 0; 2000-byte key: accepted, remaining 1';
 };
 
+$tests['keys: a client key that spells one of the bridge\'s own subjects (NUL-prefixed) gets a bucket of its own'] = function () {
+    $factory = new ExtensionLimiterFactory(['id' => fresh('sfnul'), 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 day']);
+    $global = $factory->create(null)->consume();
+    $spelled = $factory->create("\0global")->consume();
+    $long = str_repeat('k', 2000);
+    $hashed = "\0sha256:" . hash('sha256', $long, true);
+    check($global->isAccepted() && $spelled->isAccepted(), 'create(null), then create("\0global"): ' . var_export($global->isAccepted(), true) . ', ' . var_export($spelled->isAccepted(), true));
+    check(Key::subject($hashed) !== Key::subject($long), 'the key "\0sha256:" . sha256(long key) is not the long key\'s subject');
+    return 'create(null) then create("\0global") on a limit of 1: both accepted; "\0sha256:<hash>" apart from the long key';
+};
+
 $tests['symfony: inflight option holds a slot until release()'] = function () {
     $factory = new ExtensionLimiterFactory(['id' => 'unit_inflight', 'policy' => 'token_bucket', 'limit' => 10, 'rate' => ['interval' => '1 day'], 'inflight' => 1]);
     $key = fresh('sf6');
