@@ -279,6 +279,26 @@ $tests['laravel: check-then-hit stays exact when another worker takes the last t
     return 'A told to go ahead, B took the attempt, A hit(): 429 ThrottleRequestsException (previous: TooManyAttemptsException), Retry-After ' . $h['Retry-After'] . "; an unchecked hit after them: returns $over (the count, as stock)";
 };
 
+$tests['laravel: another worker between a count and its timer does not wipe the count (attempt(), tooManyAttempts())'] = function () {
+    // Worker A stopped between the two steps of its attempt() (its count taken, its timer not
+    // yet started), as a busy host can schedule it: B must see the attempt as used.
+    $inGap = fn (ExtensionRateLimiter $l, string $key, int $limit) => (fn () => $this->take($this->clean($key), $limit, 60, 1))->call($l);
+    $key = fresh('lvgap');
+    $inGap(new ExtensionRateLimiter(), $key, 1);
+    $ran = 0;
+    $b = (new ExtensionRateLimiter())->attempt($key, 1, function () use (&$ran) {
+        $ran++;
+        return true;
+    }, 60);
+    check($b === false && $ran === 0, 'attempt() of B with max 1 while A holds the one attempt: ' . var_export($b, true) . ", ran $ran");
+    $key2 = fresh('lvgap2');
+    $inGap(new ExtensionRateLimiter(), $key2, 1_000_000_000_000);   // hit()'s count
+    $c = new ExtensionRateLimiter();
+    $too = $c->tooManyAttempts($key2, 1);
+    check($too === true && $c->attempts($key2) === 1, 'tooManyAttempts(max 1) of C after A\'s count: ' . var_export($too, true) . ', attempts ' . $c->attempts($key2));
+    return "A between count and timer: B's attempt(max 1) false, callback not run; C's tooManyAttempts(max 1) true, attempts 1";
+};
+
 $tests['laravel: the stock throttle middleware (named and unnamed) on the bridge'] = function () {
     $limiter = new ExtensionRateLimiter();
     $mw = new ThrottleRequests($limiter);
