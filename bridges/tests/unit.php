@@ -279,24 +279,38 @@ $tests['laravel: check-then-hit stays exact when another worker takes the last t
     return 'A told to go ahead, B took the attempt, A hit(): 429 ThrottleRequestsException (previous: TooManyAttemptsException), Retry-After ' . $h['Retry-After'] . "; an unchecked hit after them: returns $over (the count, as stock)";
 };
 
-$tests['laravel: another worker between a count and its timer does not wipe the count (attempt(), tooManyAttempts())'] = function () {
-    // Worker A stopped between the two steps of its attempt() (its count taken, its timer not
-    // yet started), as a busy host can schedule it: B must see the attempt as used.
-    $inGap = fn (ExtensionRateLimiter $l, string $key, int $limit) => (fn () => $this->take($this->clean($key), $limit, 60, 1))->call($l);
-    $key = fresh('lvgap');
-    $inGap(new ExtensionRateLimiter(), $key, 1);
-    $ran = 0;
-    $b = (new ExtensionRateLimiter())->attempt($key, 1, function () use (&$ran) {
-        $ran++;
-        return true;
-    }, 60);
-    check($b === false && $ran === 0, 'attempt() of B with max 1 while A holds the one attempt: ' . var_export($b, true) . ", ran $ran");
-    $key2 = fresh('lvgap2');
-    $inGap(new ExtensionRateLimiter(), $key2, 1_000_000_000_000);   // hit()'s count
-    $c = new ExtensionRateLimiter();
-    $too = $c->tooManyAttempts($key2, 1);
-    check($too === true && $c->attempts($key2) === 1, 'tooManyAttempts(max 1) of C after A\'s count: ' . var_export($too, true) . ', attempts ' . $c->attempts($key2));
-    return "A between count and timer: B's attempt(max 1) false, callback not run; C's tooManyAttempts(max 1) true, attempts 1";
+$tests['laravel: attempt() with max 1 runs one callback per key when 8 processes race for it'] = function () {
+    // Real processes at the same instants (no simulated interleaving): the count and the timer
+    // are two steps of the store, and a worker between them must never let another worker's
+    // attempt() take its fresh count for a stale one and reset it.
+    $so = (string) getenv('RL_SO');
+    check(is_file($so), "RL_SO (the extension) needed, got '$so'");
+    $child = '$l = new RateLimit\Bridge\Laravel\ExtensionRateLimiter(scope: "unit_race");'
+        . '[, $key, $start] = $argv; $out = "";'
+        . 'for ($r = 0; $r < 30; $r++) { while (microtime(true) < $start + $r * 0.25) { usleep(200); }'
+        . '$out .= $l->attempt("$key-$r", 1, fn () => true, 600) === true ? "1" : "0"; } echo $out;';
+    $boot = 'require ' . var_export(__DIR__ . '/bootstrap.php', true) . ';';
+    $key = fresh('lvrace');
+    $start = microtime(true) + 2.0;
+    $procs = [];
+    for ($i = 0; $i < 8; $i++) {
+        $cmd = [PHP_BINARY, '-d', "extension=$so", '-d', 'ratelimit.db_path=' . ini_get('ratelimit.db_path'),
+            '-d', 'ratelimit.busy_timeout_ms=10000', '-r', $boot . $child, '--', $key, (string) $start];
+        $procs[] = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes) ?: throw new Failed('proc_open');
+        $outs[] = $pipes;
+    }
+    $ran = array_fill(0, 30, 0);
+    foreach ($procs as $i => $p) {
+        $out = stream_get_contents($outs[$i][1]);
+        $err = stream_get_contents($outs[$i][2]);
+        proc_close($p);
+        check(strlen($out) === 30, "process $i: '$out' $err");
+        foreach (str_split($out) as $r => $c) {
+            $ran[$r] += (int) $c;
+        }
+    }
+    check($ran === array_fill(0, 30, 1), 'callbacks per key: ' . implode(' ', $ran));
+    return '8 processes x 30 keys, attempt(max 1) at the same instant: callbacks per key ' . implode(' ', $ran);
 };
 
 $tests['laravel: the stock throttle middleware (named and unnamed) on the bridge'] = function () {
