@@ -47,7 +47,7 @@ if (getenv('RL_PARITY_CLOCK') === false) {
     $env = getenv() + [];
     $env = [
         'RL_PARITY_CLOCK' => $clock, 'FAKETIME_TIMESTAMP_FILE' => $clock, 'FAKETIME_NO_CACHE' => '1',
-        'DONT_FAKE_MONOTONIC' => '1', 'TZ' => 'UTC', 'LD_PRELOAD' => "$faketime $so",
+        'DONT_FAKE_MONOTONIC' => '0', 'TZ' => 'UTC', 'LD_PRELOAD' => "$faketime $so",
     ] + $env;
     $p = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => STDOUT, 2 => STDOUT], $pipes, null, $env);
     $rc = proc_close($p);
