@@ -98,9 +98,12 @@ class ExtensionRateLimiter extends RateLimiter
         $decay = $this->seconds($decaySeconds);
         $this->decays[$k] = $decay;
         unset($this->cleared[$k]);
+        // The timer first, as stock's hit() adds it: a count in the store always has its timer
+        // running, so no worker takes another's fresh count for a stale one.
+        $this->startTimer($k, $decay);
         $decision = $this->take($k, max(1, (int) $maxAttempts), $decay, 1);
         if (!$decision->allowed) {
-            if ($decision->reason !== 'rate' || $this->timer($k) !== null) {
+            if ($decision->reason !== 'rate' || !$this->countOutlivedTimer($k, $decay)) {
                 return false;
             }
             // Stock: a full counter without its timer is reset, and the attempt goes ahead.
@@ -110,7 +113,6 @@ class ExtensionRateLimiter extends RateLimiter
                 return false;
             }
         }
-        $this->startTimer($k, $decay);
         try {
             $result = $callback();
         } finally {
@@ -175,12 +177,13 @@ class ExtensionRateLimiter extends RateLimiter
         $this->decays[$k] = $decay;
         $max = $this->cleared[$k] ?? null;
         unset($this->cleared[$k]);
+        // The timer before the count, as stock (see attempt()).
+        $this->startTimer($k, $decay);
         $decision = $this->take($k, self::COUNT, $decay, $amount);
         if (!$decision->allowed) {
             // Only an in-flight limit (the `inflight` option) or an unavailable store refuses.
             throw TooManyAttemptsException::throwable($max, $this->waitOf($decision));
         }
-        $this->startTimer($k, $decay);
         $hits = self::COUNT - $decision->remaining;
         // Past the limit before this increment: another worker took the last attempt since the
         // check (the caller's own amount going past it is stock's answer, the count).
@@ -360,6 +363,25 @@ class ExtensionRateLimiter extends RateLimiter
         }
         $this->decays[$k] ??= $decay;
         return [$decay, $left];
+    }
+
+    /**
+     * Whether the key's full count started before its running timer: stock's stale counter (a
+     * count restarted after resetAttempts() that outlived its timer), which stock resets. A
+     * count that started with or after the running timer is this window's, never reset.
+     */
+    private function countOutlivedTimer(string $k, int $decay): bool
+    {
+        // The count read first: the time between the two reads can only make it look younger
+        // (a fresh count is never taken for a stale one).
+        $count = $this->peek($k, self::COUNT, (float) $decay, $this->scope);
+        $timer = $this->timer($k);
+        if ($timer === null) {
+            return false;
+        }
+        // Seconds since each started: its length less the time it has left. The store counts
+        // whole ms, the timer's is read over 10^9 s (float noise): earlier by 1 ms or more.
+        return ($decay - $count->resetAfter) - ($timer[0] - $timer[1]) > 0.0005;
     }
 
     /**
