@@ -215,6 +215,27 @@ $tests['symfony: the services.yaml of docs/frameworks.md loads into Symfony\'s c
     return 'limiter.anonymous_api: ' . get_class($factory) . ', consume: accepted, 99 of 100 left; RateLimit-Policy: ' . $headers['RateLimit-Policy'];
 };
 
+$tests['composer.json refuses the framework versions not tested (docs/install.md: "refuses the others through conflict")'] = function () {
+    require_once '/usr/share/php/Composer/Semver/autoload.php';
+    $conflict = json_decode((string) file_get_contents(dirname(__DIR__) . '/composer.json'), true)['conflict'] ?? [];
+    $refused = fn (string $package, string $version) => isset($conflict[$package])
+        && Composer\Semver\Semver::satisfies($version, $conflict[$package]);
+    $want = [
+        'illuminate/cache' => ['8.83.26' => false, '9.52.0' => true, '10.48.0' => false, '12.1.0' => false, '13.0.0' => true],
+        'symfony/rate-limiter' => ['5.3.0' => true, '5.4.45' => false, '6.2.0' => true, '6.4.50' => false, '7.1.0' => false, '8.0.0' => true],
+    ];
+    $wrong = [];
+    foreach ($want as $package => $versions) {
+        foreach ($versions as $version => $refuse) {
+            if ($refused($package, $version) !== $refuse) {
+                $wrong[] = "$package $version " . ($refuse ? 'accepted' : 'refused');
+            }
+        }
+    }
+    check($wrong === [], implode(', ', $wrong));
+    return 'Laravel 9 and 13, Symfony 5.3, 6.2 and 8.0 refused; 8.83, 10.48, 12.1, 5.4, 6.4, 7.1 accepted';
+};
+
 // ---------------------------------------------------------------- Laravel
 $tests['laravel: attempt() runs the callback only within maxAttempts, like the stock limiter'] = function () {
     $stock = new StockRateLimiter(new CacheRepository(new ArrayStore()));
