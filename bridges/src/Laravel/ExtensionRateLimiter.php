@@ -95,9 +95,13 @@ class ExtensionRateLimiter extends RateLimiter
     public function attempt($key, $maxAttempts, Closure $callback, $decaySeconds = 60)
     {
         $k = $this->clean($key);
-        $decay = $this->seconds($decaySeconds);
-        $this->decays[$k] = $decay;
         unset($this->cleared[$k]);
+        $decay = $this->seconds($decaySeconds, $k);
+        if ($decay === null) {
+            // A decay of 0 or less and no window counting: stock counts nothing, runs the callback.
+            return self::result($callback());
+        }
+        $this->decays[$k] = $decay;
         // The timer first, as stock's hit() adds it: a count in the store always has its timer
         // running, so no worker takes another's fresh count for a stale one.
         $this->startTimer($k, $decay);
@@ -120,6 +124,12 @@ class ExtensionRateLimiter extends RateLimiter
                 ratelimit_release($decision);
             }
         }
+        return self::result($result);
+    }
+
+    /** attempt()'s answer for a callback's result, as the running version gives it. */
+    private static function result(mixed $result): mixed
+    {
         if (self::laravel() < 10) {
             return $result ?: true;
         }
@@ -173,10 +183,14 @@ class ExtensionRateLimiter extends RateLimiter
             throw self::noGivingBack();
         }
         $k = $this->clean($key);
-        $decay = $this->seconds($decaySeconds);
-        $this->decays[$k] = $decay;
         $max = $this->cleared[$k] ?? null;
         unset($this->cleared[$k]);
+        $decay = $this->seconds($decaySeconds, $k);
+        if ($decay === null) {
+            // A decay of 0 or less and no window counting: stock's cache stores nothing.
+            return $amount;
+        }
+        $this->decays[$k] = $decay;
         // The timer before the count, as stock (see attempt()).
         $this->startTimer($k, $decay);
         $decision = $this->take($k, self::COUNT, $decay, $amount);
@@ -314,14 +328,27 @@ class ExtensionRateLimiter extends RateLimiter
         return $this->cleanRateLimiterKey($key);
     }
 
-    /** @param \DateTimeInterface|\DateInterval|int $decay */
-    private function seconds($decay): int
+    /**
+     * The decay in whole seconds. One of 0 or less (a DateTime now or past) is stock's cache entry
+     * of no lifetime, never stored: a hit then counts in the key's window counting now (its
+     * decay), else nowhere (null).
+     *
+     * @param \DateTimeInterface|\DateInterval|int $decay
+     */
+    private function seconds($decay, string $k): ?int
     {
         $seconds = $decay instanceof \DateTimeInterface || $decay instanceof \DateInterval
             ? $this->secondsUntil($decay)
             : (int) $decay;
-        // A window of at least one second: the store knows no empty window.
-        return max(1, $seconds);
+        if ($seconds >= 1) {
+            return $seconds;
+        }
+        $running = $this->decayOf($k);
+        if ($running === null) {
+            return null;
+        }
+        $counting = $this->peek($k, self::COUNT, (float) $running, $this->scope)->remaining < self::COUNT;
+        return $counting ? $running : null;
     }
 
     /**
