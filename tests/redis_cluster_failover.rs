@@ -255,9 +255,9 @@ fn role(port: u16) -> Option<String> {
     redis::from_redis_value_ref(r.first()?).ok()
 }
 
-/// The scripts clients ran on a node (`EVALSHA`, `EVAL`): a replica runs none (what it
-/// replicates are the scripts' writes), so a count that grows after its promotion is a
-/// decision made on it.
+/// The scripts and Functions clients ran on a node (`EVALSHA`, `EVAL`, `FCALL`): a replica
+/// runs none (what it replicates are their writes), so a count that grows after its promotion
+/// is a decision made on it.
 fn script_calls(port: u16) -> u64 {
     let info = text(port, &["INFO", "commandstats"]).unwrap_or_default();
     info.lines()

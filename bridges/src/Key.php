@@ -26,14 +26,15 @@ final class Key
 
     /**
      * A subject of 1 .. 1024 bytes for the extension: an empty key becomes one fixed subject,
-     * a longer key its SHA-256 (prefixed with a NUL byte, which no ordinary key starts with).
+     * a longer key its SHA-256, both prefixed with a NUL byte; a key that itself starts with
+     * one (a client can send it) is hashed too, so that no key can spell another's subject.
      */
     public static function subject(?string $key): string
     {
         if ($key === null || $key === '') {
             return self::GLOBAL_SUBJECT;
         }
-        if (\strlen($key) > self::MAX_SUBJECT) {
+        if (\strlen($key) > self::MAX_SUBJECT || $key[0] === "\0") {
             return "\0sha256:" . hash('sha256', $key, true);
         }
         return $key;

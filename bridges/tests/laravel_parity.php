@@ -47,7 +47,7 @@ if (getenv('RL_PARITY_CLOCK') === false) {
     $env = getenv() + [];
     $env = [
         'RL_PARITY_CLOCK' => $clock, 'FAKETIME_TIMESTAMP_FILE' => $clock, 'FAKETIME_NO_CACHE' => '1',
-        'DONT_FAKE_MONOTONIC' => '1', 'TZ' => 'UTC', 'LD_PRELOAD' => "$faketime $so",
+        'DONT_FAKE_MONOTONIC' => '0', 'TZ' => 'UTC', 'LD_PRELOAD' => "$faketime $so",
     ] + $env;
     $p = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => STDOUT, 2 => STDOUT], $pipes, null, $env);
     $rc = proc_close($p);
@@ -388,6 +388,81 @@ $tests['decrement() and an attempt() whose callback throws (known differences)']
         throw new Failed("bridge [$b], want [$want]");
     }
     return "stock $s; bridge $b (the store gives nothing back: the attempt was taken before the callback ran)";
+};
+
+$tests['remaining() and retriesLeft() past the limit: what this version\'s stock answers'] = function () use ($compare) {
+    [$s] = $compare('pastlimit', function (Closure $make, string $key) {
+        $l = $make();
+        for ($i = 0; $i < 7; $i++) {
+            $l->hit($key, 60);
+        }
+        $l = $make();
+        return ['r' . $l->remaining($key, 5), 'l' . $l->retriesLeft($key, 5)];
+    });
+    return "7 hits, max 5: both $s";
+};
+
+$tests['increment() by an amount after tooManyAttempts() answered false returns the count (no other worker)'] = function () use ($compare, $laravel) {
+    if ($laravel < 10) {
+        return 'RateLimiter 8 has no increment()';
+    }
+    [$s] = $compare('incafter', function (Closure $make, string $key) {
+        $l = $make();
+        $out = ['tooMany:' . var_export($l->tooManyAttempts($key, 2), true)];
+        try {
+            $out[] = 'i' . $l->increment($key, 60, 3);
+        } catch (Throwable $e) {
+            $out[] = get_class($e);
+        }
+        return $out;
+    });
+    return "tooManyAttempts(max 2), increment by 3: both $s";
+};
+
+$tests['resetAttempts() of a window that has ended answers false'] = function () use ($compare) {
+    [$s] = $compare('resetended', function (Closure $make, string $key, Closure $at) {
+        $l = $make();
+        $l->hit($key, 5);
+        $at(10);
+        $l = $make();
+        return ['a' . $l->attempts($key), 'reset:' . var_export($l->resetAttempts($key), true)];
+    });
+    return "a hit (decay 5), 10 s later attempts and resetAttempts: both $s";
+};
+
+$tests['a fresh request counts a window that outlives its timer (resetAttempts, then a hit)'] = function () use ($compare) {
+    [$s] = $compare('outlive', function (Closure $make, string $key, Closure $at) {
+        $l = $make();
+        $l->hit($key, 10);
+        $at(5);
+        $make()->resetAttempts($key);
+        $at(6);
+        $make()->hit($key, 10);
+        $at(12);
+        $l = $make();
+        return ['a' . $l->attempts($key), 'r' . $l->remaining($key, 5), 'in' . $l->availableIn($key)];
+    });
+    return "hit at t0 (decay 10), resetAttempts at t5, hit at t6, a new request at t12: both $s";
+};
+
+$tests['a window ends at its first hit\'s decay, whatever a later hit\'s decay (one key, two decays)'] = function () use ($compare) {
+    [$s] = $compare('twodecays', function (Closure $make, string $key, Closure $at) {
+        $l = $make();
+        $out = [$l->hit($key, 5)];
+        $at(7);
+        $out[] = $l->hit($key, 10);
+        $out[] = 'in' . $l->availableIn($key);
+        return $out;
+    });
+    return "hit (decay 5) at t0, hit (decay 10) at t7: both $s";
+};
+
+$tests['a decay of 0 seconds counts nothing, as stock\'s cache stores nothing for it'] = function () use ($compare) {
+    [$s] = $compare('decay0', function (Closure $make, string $key) {
+        $l = $make();
+        return [$l->hit($key, 0), $l->hit($key, 0), 'a' . $l->attempts($key), 'in' . $l->availableIn($key)];
+    });
+    return "two hits with decay 0, attempts, availableIn: both $s";
 };
 
 /**

@@ -166,6 +166,17 @@ $tests['symfony: null and "" keys share one bucket, a 2000-byte key works'] = fu
     return 'create(null) then create(""): remaining 1, 0; 2000-byte key: accepted, remaining 1';
 };
 
+$tests['keys: a client key that spells one of the bridge\'s own subjects (NUL-prefixed) gets a bucket of its own'] = function () {
+    $factory = new ExtensionLimiterFactory(['id' => fresh('sfnul'), 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 day']);
+    $global = $factory->create(null)->consume();
+    $spelled = $factory->create("\0global")->consume();
+    $long = str_repeat('k', 2000);
+    $hashed = "\0sha256:" . hash('sha256', $long, true);
+    check($global->isAccepted() && $spelled->isAccepted(), 'create(null), then create("\0global"): ' . var_export($global->isAccepted(), true) . ', ' . var_export($spelled->isAccepted(), true));
+    check(Key::subject($hashed) !== Key::subject($long), 'the key "\0sha256:" . sha256(long key) is not the long key\'s subject');
+    return 'create(null) then create("\0global") on a limit of 1: both accepted; "\0sha256:<hash>" apart from the long key';
+};
+
 $tests['symfony: inflight option holds a slot until release()'] = function () {
     $factory = new ExtensionLimiterFactory(['id' => 'unit_inflight', 'policy' => 'token_bucket', 'limit' => 10, 'rate' => ['interval' => '1 day'], 'inflight' => 1]);
     $key = fresh('sf6');
@@ -202,6 +213,27 @@ $tests['symfony: the services.yaml of docs/frameworks.md loads into Symfony\'s c
     $headers = $limiter->decide()->headers();
     check(($headers['RateLimit-Policy'] ?? '') === '"anonymous_api";q=100;w=600', 'headers ' . json_encode($headers));
     return 'limiter.anonymous_api: ' . get_class($factory) . ', consume: accepted, 99 of 100 left; RateLimit-Policy: ' . $headers['RateLimit-Policy'];
+};
+
+$tests['composer.json refuses the framework versions not tested (docs/install.md: "refuses the others through conflict")'] = function () {
+    require_once '/usr/share/php/Composer/Semver/autoload.php';
+    $conflict = json_decode((string) file_get_contents(dirname(__DIR__) . '/composer.json'), true)['conflict'] ?? [];
+    $refused = fn (string $package, string $version) => isset($conflict[$package])
+        && Composer\Semver\Semver::satisfies($version, $conflict[$package]);
+    $want = [
+        'illuminate/cache' => ['8.83.26' => false, '9.52.0' => true, '10.48.0' => false, '12.1.0' => false, '13.0.0' => true],
+        'symfony/rate-limiter' => ['5.3.0' => true, '5.4.45' => false, '6.2.0' => true, '6.4.50' => false, '7.1.0' => false, '8.0.0' => true],
+    ];
+    $wrong = [];
+    foreach ($want as $package => $versions) {
+        foreach ($versions as $version => $refuse) {
+            if ($refused($package, $version) !== $refuse) {
+                $wrong[] = "$package $version " . ($refuse ? 'accepted' : 'refused');
+            }
+        }
+    }
+    check($wrong === [], implode(', ', $wrong));
+    return 'Laravel 9 and 13, Symfony 5.3, 6.2 and 8.0 refused; 8.83, 10.48, 12.1, 5.4, 6.4, 7.1 accepted';
 };
 
 // ---------------------------------------------------------------- Laravel
@@ -266,6 +298,40 @@ $tests['laravel: check-then-hit stays exact when another worker takes the last t
     $over = $workerA->hit($key, 60);
     check($over === 3, "unchecked hit past the limit: $over");
     return 'A told to go ahead, B took the attempt, A hit(): 429 ThrottleRequestsException (previous: TooManyAttemptsException), Retry-After ' . $h['Retry-After'] . "; an unchecked hit after them: returns $over (the count, as stock)";
+};
+
+$tests['laravel: attempt() with max 1 runs one callback per key when 8 processes race for it'] = function () {
+    // Real processes at the same instants (no simulated interleaving): the count and the timer
+    // are two steps of the store, and a worker between them must never let another worker's
+    // attempt() take its fresh count for a stale one and reset it.
+    $so = (string) getenv('RL_SO');
+    check(is_file($so), "RL_SO (the extension) needed, got '$so'");
+    $child = '$l = new RateLimit\Bridge\Laravel\ExtensionRateLimiter(scope: "unit_race");'
+        . '[, $key, $start] = $argv; $out = "";'
+        . 'for ($r = 0; $r < 30; $r++) { while (microtime(true) < $start + $r * 0.25) { usleep(200); }'
+        . '$out .= $l->attempt("$key-$r", 1, fn () => true, 600) === true ? "1" : "0"; } echo $out;';
+    $boot = 'require ' . var_export(__DIR__ . '/bootstrap.php', true) . ';';
+    $key = fresh('lvrace');
+    $start = microtime(true) + 2.0;
+    $procs = [];
+    for ($i = 0; $i < 8; $i++) {
+        $cmd = [PHP_BINARY, '-d', "extension=$so", '-d', 'ratelimit.db_path=' . ini_get('ratelimit.db_path'),
+            '-d', 'ratelimit.busy_timeout_ms=10000', '-r', $boot . $child, '--', $key, (string) $start];
+        $procs[] = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes) ?: throw new Failed('proc_open');
+        $outs[] = $pipes;
+    }
+    $ran = array_fill(0, 30, 0);
+    foreach ($procs as $i => $p) {
+        $out = stream_get_contents($outs[$i][1]);
+        $err = stream_get_contents($outs[$i][2]);
+        proc_close($p);
+        check(strlen($out) === 30, "process $i: '$out' $err");
+        foreach (str_split($out) as $r => $c) {
+            $ran[$r] += (int) $c;
+        }
+    }
+    check($ran === array_fill(0, 30, 1), 'callbacks per key: ' . implode(' ', $ran));
+    return '8 processes x 30 keys, attempt(max 1) at the same instant: callbacks per key ' . implode(' ', $ran);
 };
 
 $tests['laravel: the stock throttle middleware (named and unnamed) on the bridge'] = function () {

@@ -95,12 +95,19 @@ class ExtensionRateLimiter extends RateLimiter
     public function attempt($key, $maxAttempts, Closure $callback, $decaySeconds = 60)
     {
         $k = $this->clean($key);
-        $decay = $this->seconds($decaySeconds);
-        $this->decays[$k] = $decay;
         unset($this->cleared[$k]);
+        $decay = $this->seconds($decaySeconds, $k);
+        if ($decay === null) {
+            // A decay of 0 or less and no window counting: stock counts nothing, runs the callback.
+            return self::result($callback());
+        }
+        $this->decays[$k] = $decay;
+        // The timer first, as stock's hit() adds it: a count in the store always has its timer
+        // running, so no worker takes another's fresh count for a stale one.
+        $this->startTimer($k, $decay);
         $decision = $this->take($k, max(1, (int) $maxAttempts), $decay, 1);
         if (!$decision->allowed) {
-            if ($decision->reason !== 'rate' || $this->timer($k) !== null) {
+            if ($decision->reason !== 'rate' || !$this->countOutlivedTimer($k, $decay)) {
                 return false;
             }
             // Stock: a full counter without its timer is reset, and the attempt goes ahead.
@@ -110,7 +117,6 @@ class ExtensionRateLimiter extends RateLimiter
                 return false;
             }
         }
-        $this->startTimer($k, $decay);
         try {
             $result = $callback();
         } finally {
@@ -118,6 +124,12 @@ class ExtensionRateLimiter extends RateLimiter
                 ratelimit_release($decision);
             }
         }
+        return self::result($result);
+    }
+
+    /** attempt()'s answer for a callback's result, as the running version gives it. */
+    private static function result(mixed $result): mixed
+    {
         if (self::laravel() < 10) {
             return $result ?: true;
         }
@@ -171,18 +183,25 @@ class ExtensionRateLimiter extends RateLimiter
             throw self::noGivingBack();
         }
         $k = $this->clean($key);
-        $decay = $this->seconds($decaySeconds);
-        $this->decays[$k] = $decay;
         $max = $this->cleared[$k] ?? null;
         unset($this->cleared[$k]);
+        $decay = $this->seconds($decaySeconds, $k);
+        if ($decay === null) {
+            // A decay of 0 or less and no window counting: stock's cache stores nothing.
+            return $amount;
+        }
+        $this->decays[$k] = $decay;
+        // The timer before the count, as stock (see attempt()).
+        $this->startTimer($k, $decay);
         $decision = $this->take($k, self::COUNT, $decay, $amount);
         if (!$decision->allowed) {
             // Only an in-flight limit (the `inflight` option) or an unavailable store refuses.
             throw TooManyAttemptsException::throwable($max, $this->waitOf($decision));
         }
-        $this->startTimer($k, $decay);
         $hits = self::COUNT - $decision->remaining;
-        if ($max !== null && $hits > $max) {
+        // Past the limit before this increment: another worker took the last attempt since the
+        // check (the caller's own amount going past it is stock's answer, the count).
+        if ($max !== null && $hits - $amount >= $max) {
             throw TooManyAttemptsException::throwable($max, $this->availableIn($key));
         }
         return $hits;
@@ -214,24 +233,29 @@ class ExtensionRateLimiter extends RateLimiter
 
     /**
      * @param string $key
-     * @return bool true when there was a count to forget (its timer stays, as stock's)
+     * @return bool true when there was a count to forget (its timer stays, as stock's); false
+     *              when its window has ended, as stock's expired cache entry
      */
     public function resetAttempts($key)
     {
         $k = $this->clean($key);
         unset($this->cleared[$k]);
-        return ratelimit_reset(Key::subject($k), $this->scope);
+        // The store keeps an ended window's row (ratelimit_reset() would answer true for it).
+        $had = $this->attempts($key) > 0;
+        ratelimit_reset(Key::subject($k), $this->scope);
+        return $had;
     }
 
     /**
      * @param string $key
      * @param int    $maxAttempts
-     * @return int `$maxAttempts` - attempts (Laravel 11 and later: at least 0)
+     * @return int `$maxAttempts` - attempts, as the running version computes it (stock's own
+     *             method, reading attempts() from here: negative past the limit up to Laravel 11,
+     *             at least 0 from 12; its key cleaned twice, as stock's)
      */
     public function remaining($key, $maxAttempts)
     {
-        $left = $maxAttempts - $this->attempts($key);
-        return self::laravel() >= 11 ? max(0, $left) : $left;
+        return parent::remaining($key, $maxAttempts);
     }
 
     /**
@@ -304,24 +328,47 @@ class ExtensionRateLimiter extends RateLimiter
         return $this->cleanRateLimiterKey($key);
     }
 
-    /** @param \DateTimeInterface|\DateInterval|int $decay */
-    private function seconds($decay): int
+    /**
+     * The decay in whole seconds. One of 0 or less (a DateTime now or past) is stock's cache entry
+     * of no lifetime, never stored: a hit then counts in the key's window counting now (its
+     * decay), else nowhere (null).
+     *
+     * @param \DateTimeInterface|\DateInterval|int $decay
+     */
+    private function seconds($decay, string $k): ?int
     {
         $seconds = $decay instanceof \DateTimeInterface || $decay instanceof \DateInterval
             ? $this->secondsUntil($decay)
             : (int) $decay;
-        // A window of at least one second: the store knows no empty window.
-        return max(1, $seconds);
+        if ($seconds >= 1) {
+            return $seconds;
+        }
+        $running = $this->decayOf($k);
+        if ($running === null) {
+            return null;
+        }
+        $counting = $this->peek($k, self::COUNT, (float) $running, $this->scope)->remaining < self::COUNT;
+        return $counting ? $running : null;
     }
 
-    /** The key's decay: told in this object, else its timer's; null when it has no timer. */
+    /**
+     * The key's decay: told in this object, else its timer's, also of a timer that has ended (a
+     * count restarted after resetAttempts() outlives its timer); null when it has none.
+     */
     private function decayOf(string $k): ?int
     {
         if (isset($this->decays[$k])) {
             return $this->decays[$k];
         }
-        $timer = $this->timer($k);
-        return $timer === null ? null : $timer[0];
+        $decay = $this->timerDecay($this->peek($k, self::COUNT, self::FOREVER, $this->timerScope));
+        return $decay === null ? null : ($this->decays[$k] = $decay);
+    }
+
+    /** The decay a timer bucket read over FOREVER holds (its tokens taken); null when none. */
+    private function timerDecay(Decision $d): ?int
+    {
+        $decay = self::COUNT - $d->remaining;
+        return $decay < 1 ? null : $decay;
     }
 
     /**
@@ -332,8 +379,8 @@ class ExtensionRateLimiter extends RateLimiter
     private function timer(string $k): ?array
     {
         $d = $this->peek($k, self::COUNT, self::FOREVER, $this->timerScope);
-        $decay = self::COUNT - $d->remaining;
-        if ($decay < 1) {
+        $decay = $this->timerDecay($d);
+        if ($decay === null) {
             return null;
         }
         // Read over a window of FOREVER, it ends FOREVER after its start: its own ends `decay` after.
@@ -343,6 +390,25 @@ class ExtensionRateLimiter extends RateLimiter
         }
         $this->decays[$k] ??= $decay;
         return [$decay, $left];
+    }
+
+    /**
+     * Whether the key's full count started before its running timer: stock's stale counter (a
+     * count restarted after resetAttempts() that outlived its timer), which stock resets. A
+     * count that started with or after the running timer is this window's, never reset.
+     */
+    private function countOutlivedTimer(string $k, int $decay): bool
+    {
+        // The count read first: the time between the two reads can only make it look younger
+        // (a fresh count is never taken for a stale one).
+        $count = $this->peek($k, self::COUNT, (float) $decay, $this->scope);
+        $timer = $this->timer($k);
+        if ($timer === null) {
+            return false;
+        }
+        // Seconds since each started: its length less the time it has left. The store counts
+        // whole ms, the timer's is read over 10^9 s (float noise): earlier by 1 ms or more.
+        return ($decay - $count->resetAfter) - ($timer[0] - $timer[1]) > 0.0005;
     }
 
     /**

@@ -123,7 +123,14 @@ final class ExtensionLimiter implements LimiterInterface
         $now = microtime(true);
         if ($tokens === 0) {
             $this->checkTokens($tokens, false);
-            return $this->peekLimit($this->peek(), $now);
+            $peek = $this->peek();
+            if ($this->policy === 'token_bucket' && $peek->reserved > 0) {
+                // The bucket owes tokens booked by reserve(): Symfony's consume(0) is then a
+                // denial, its remaining the (negative) tokens, its retry when they are earned.
+                $wait = $this->interval * ceil($peek->reserved / $this->amount);
+                return new RateLimit(-$peek->reserved, self::second($now + $wait), false, $this->limit);
+            }
+            return $this->peekLimit($peek, $now);
         }
         if ($tokens > $this->limit && $this->policy === 'sliding_window' && !self::modernSymfony()) {
             // Symfony 5.4's sliding window does not check the size: such a call is a denial.

@@ -288,6 +288,16 @@ $tests['token_bucket: a stored state of another kind under its key is ignored: a
     return 'consume: accepted, 9 left';
 };
 
+$tests['token_bucket: consume(0) while reserve() has booked tokens ahead is a denial (the bucket owes them)'] = function (Factories $f) {
+    $limiter = $f->limiter(['id' => 'tb_owed', 'policy' => 'token_bucket', 'limit' => 2, 'rate' => ['interval' => '1 hour']]);
+    $limiter->consume(2);
+    $wait = $limiter->reserve(1)->getWaitDuration();
+    $rl = $limiter->consume(0);
+    check(!$rl->isAccepted(), 'consume(0) accepted while 1 token is owed');
+    check($rl->getRemainingTokens() <= 0, 'remaining ' . $rl->getRemainingTokens());
+    return sprintf('consume(2), reserve(1) (wait %d s), consume(0): denied, remaining %d', $wait, $rl->getRemainingTokens());
+};
+
 $tests['token_bucket: consume(0) is accepted and takes nothing, also on an empty bucket'] = function (Factories $f) use ($tb, $modern, $roundsUp) {
     new Clock();
     $limiter = $f->limiter($tb());
