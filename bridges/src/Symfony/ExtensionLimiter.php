@@ -128,7 +128,7 @@ final class ExtensionLimiter implements LimiterInterface
                 // The bucket owes tokens booked by reserve(): Symfony's consume(0) is then a
                 // denial, its remaining the (negative) tokens, its retry when they are earned.
                 $wait = $this->interval * ceil($peek->reserved / $this->amount);
-                return new RateLimit(-$peek->reserved, self::second($now + $wait), false, $this->limit);
+                return new RateLimit(-$peek->reserved, self::instant($now + $wait, false), false, $this->limit);
             }
             return $this->peekLimit($peek, $now);
         }
