@@ -825,3 +825,20 @@ fn a_server_restarted_with_the_module_is_used_from_the_next_connection() {
         "the native commands, found at the new connection"
     );
 }
+
+/// A reservation on a server with Functions and without the module (a managed service) books
+/// as on the other paths: the Function decides plain calls only.
+#[test]
+fn a_reservation_on_the_function_path_books_ahead() {
+    let f = Module::new();
+    let clock = ManualClock::at(T0);
+    let mut s = f.store(Some(clock.clock())).without_module();
+    assert!(s.uses_functions().unwrap());
+    let a = ask_of(PolicyKind::TokenBucket, 1, 1_000, 1, 0, false);
+    assert!(s.acquire(&bucket(0), &a, 5_000, &mut none()).unwrap().verdict.allowed);
+    let v = s
+        .acquire(&bucket(0), &a.reserving(5_000), 5_000, &mut none())
+        .unwrap()
+        .verdict;
+    assert_eq!((v.allowed, v.wait_ms, v.reserved), (true, 1_000, 1));
+}
