@@ -362,11 +362,21 @@ impl Bucket {
             clock_regressed,
         } = self.refill(&old, now);
         let available = b.available(&old, now);
-        let stamp = b.stamp.max(now);
+        // A token bucket in debt (see [`Self::book`]) has its stamp ahead on purpose: the
+        // window starts now and counts the debt past its limit, as a booking in it would (a
+        // window with a stamp ahead would read as a clock that ran backwards until then).
+        let owed = if b.in_debt_at(&old, now) {
+            b.owed(&old, now)
+        } else {
+            0
+        };
+        let stamp = if owed > 0 { now } else { b.stamp.max(now) };
         let bucket = match policy.kind {
             Kind::TokenBucket => Self::tokens_at(available, stamp),
             Kind::FixedWindow | Kind::SlidingWindow => Self {
-                tokens: policy.capacity() - available,
+                tokens: (policy.capacity() - available)
+                    .saturating_add(owed)
+                    .min(MAX_USED),
                 stamp,
                 prev: 0,
                 kind: policy.kind,
@@ -506,17 +516,23 @@ impl Bucket {
             && now as i128 >= self.prev as i128
     }
 
+    /// A token bucket's debt at `now` in milli-tokens (rounded up): what the time from `now`
+    /// to a booked stamp earns. 0 when it holds no booking.
+    fn owed(&self, policy: &Policy, now: i64) -> u64 {
+        if self.prev == 0 || self.stamp <= now {
+            return 0;
+        }
+        let ahead = self.stamp.abs_diff(now) as u128;
+        let owed = (ahead * policy.capacity() as u128).div_ceil(policy.per_ms as u128);
+        owed.min(u64::MAX as u128) as u64
+    }
+
     /// Whole tokens taken ahead of what the policy had and not yet earned back at `now`
     /// (rounded up): a token bucket's debt, a window's count past its limit.
     pub fn reserved(&self, policy: &Policy, now: i64) -> u64 {
         let cap = policy.capacity();
         let milli = match policy.kind {
-            Kind::TokenBucket if self.prev != 0 && self.stamp > now => {
-                let ahead = self.stamp.abs_diff(now) as u128;
-                let owed = (ahead * cap as u128).div_ceil(policy.per_ms as u128);
-                owed.min(u64::MAX as u128) as u64
-            }
-            Kind::TokenBucket => 0,
+            Kind::TokenBucket => self.owed(policy, now),
             Kind::FixedWindow => self.tokens.saturating_sub(cap),
             Kind::SlidingWindow => self.sliding_used(policy, now).saturating_sub(cap),
         };
