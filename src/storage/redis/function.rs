@@ -128,7 +128,8 @@ fn no_functions(e: &RedisError) -> bool {
 
 impl RedisStore {
     /// A plain acquire by the Function, or `None` when this store does not use it (the module
-    /// is there, the server has no Functions, a slot or a request id is asked for).
+    /// is there, the server has no Functions, a slot, a request id or a reservation is asked
+    /// for: lean.lua decides none of them).
     pub(super) fn lean_acquire(
         &mut self,
         key: &BucketKey,
@@ -141,6 +142,7 @@ impl RedisStore {
             || self.path != Path::Script
             || ask.max_inflight > 0
             || ask.request.is_some()
+            || ask.max_wait_ms.is_some()
         {
             return Ok(None);
         }
