@@ -883,3 +883,34 @@ fn a_reservation_on_the_function_path_books_ahead() {
         .verdict;
     assert_eq!((v.allowed, v.wait_ms, v.reserved), (true, 1_000, 1));
 }
+
+/// A debt booked by forced charges far ahead: 9.2 million `max_wait: INF` charges of 1 per
+/// 10^9 s, or a state seeded here at its end. One more charge books past the largest stamp a
+/// value holds (i64): no path wraps it around to the far past, which would read as a full
+/// bucket (tokens minted); a plain call is still denied after it.
+#[test]
+fn a_forced_charge_past_the_largest_stamp_never_wraps_the_debt_around() {
+    let start = Some(format!(
+        "0 9223372036000000000 9223372036854775807 {T0} 0 0 0 0 {T0}"
+    ));
+    for by in 0..2 {
+        let m = Module::new();
+        seed(&m.prefix, std::slice::from_ref(&start));
+        let clock = ManualClock::at(T0);
+        let mut s = m.store(Some(clock.clock()));
+        if by == 1 {
+            s = s.scripts_only();
+        }
+        let a = ask_of(PolicyKind::TokenBucket, 1, 1_000_000_000_000, 1, 0, false);
+        let forced = s
+            .acquire(&bucket(0), &a.reserving(u64::MAX), 5_000, &mut none())
+            .unwrap()
+            .verdict;
+        assert!(forced.allowed, "path {by}: a forced charge books");
+        let plain = s
+            .acquire(&bucket(0), &a, 5_000, &mut none())
+            .unwrap()
+            .verdict;
+        assert!(!plain.allowed, "path {by} (0 module, 1 scripts): {plain:?}");
+    }
+}
