@@ -40,6 +40,11 @@ pub const MAX_LIMIT: u64 = 1_000_000_000_000;
 /// Most milli-tokens a window counts as used (bookings past its limit add up): below 2^50,
 /// so that the Lua scripts' exact arithmetic holds for every stored value.
 pub const MAX_USED: u64 = (1 << 50) - 1;
+/// Latest instant a booking reaches: 2^52 ms (some 142,000 years after 1970). A debt of forced
+/// charges (each up to `per` ahead) stops there, so that a stamp plus a window stays exact in
+/// the Lua scripts' doubles and far from i64's end (and a stored value's expiry within what
+/// Redis accepts).
+pub const MAX_BOOKED: i64 = 1 << 52;
 /// Shortest window: one millisecond.
 pub const MIN_PER_MS: u64 = 1;
 /// Longest window: 10^9 seconds.
@@ -474,7 +479,12 @@ impl Bucket {
             Kind::TokenBucket => milli,
             Kind::FixedWindow | Kind::SlidingWindow => milli.min(policy.capacity()),
         };
-        self.wait_for(policy, need, now)
+        let wait = self.wait_for(policy, need, now);
+        match policy.kind {
+            // A debt stops at MAX_BOOKED (a booking then waits until it).
+            Kind::TokenBucket if wait > 0 && now < MAX_BOOKED => wait.min(MAX_BOOKED.abs_diff(now)),
+            _ => wait,
+        }
     }
 
     /// Takes `milli` milli-tokens booked `wait` ms after `now` (`wait` from

@@ -177,6 +177,19 @@ fn a_booked_bucket_switched_to_a_window_reports_no_clock_regression() {
     }
 }
 
+#[test]
+fn a_debt_of_forced_charges_stops_at_the_latest_booked_instant() {
+    let p = Policy::new(1, MAX_PER_MS).unwrap();
+    let mut b = acquire(None, p, 1, T0).bucket;
+    for _ in 0..5 {
+        b = reserve(Some(b), p, 1, u64::MAX, T0).bucket;
+    }
+    b.stamp = MAX_BOOKED - 1;
+    let d = reserve(Some(b), p, 1, u64::MAX, T0);
+    assert_eq!((d.verdict.allowed, d.bucket.stamp), (true, MAX_BOOKED));
+    assert!(!acquire(Some(d.bucket), p, 1, T0).verdict.allowed);
+}
+
 proptest! {
     /// The wait a reservation is told is exact: the tokens it booked are available at that
     /// instant if nothing else is taken, and not a millisecond earlier; it never exceeds the

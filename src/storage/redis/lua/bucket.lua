@@ -274,13 +274,21 @@ local function wait_for_next_token(p, b, now)
   return wait_for(p, b, (q + 1) * MILLI, now)
 end
 
+-- Latest instant a booking reaches (core::bucket::MAX_BOOKED).
+local MAX_BOOKED = 2 ^ 52
+
 -- Bucket::book_wait: ms from `now` until `milli` milli-tokens can be booked (0: now). A
 -- window books a cost past its limit once nothing counts any more.
 local function book_wait(p, b, milli, now)
   if p.kind ~= TOKEN_BUCKET then
     milli = math.min(milli, p.cap)
   end
-  return wait_for(p, b, milli, now)
+  local w = wait_for(p, b, milli, now)
+  -- core::bucket::MAX_BOOKED: a debt stops there (exact doubles, a valid expiry).
+  if p.kind == TOKEN_BUCKET and w > 0 and now < MAX_BOOKED then
+    w = math.min(w, MAX_BOOKED - now)
+  end
+  return w
 end
 
 -- Bucket::book: `milli` milli-tokens taken, booked `wait` ms after `now`. A token bucket in
