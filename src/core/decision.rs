@@ -136,6 +136,17 @@ pub struct Ask {
     pub max_wait_ms: Option<u64>,
 }
 
+/// `ratelimit_reserve()`'s `$max_wait` seconds as whole milliseconds, rounded down so that no
+/// booking waits longer than asked; INF is any wait (`u64::MAX`, a forced charge). None for a
+/// negative wait or NAN (the caller's error).
+pub fn max_wait_ms(seconds: f64) -> Option<u64> {
+    match seconds {
+        w if w == f64::INFINITY => Some(u64::MAX),
+        w if w >= 0.0 => Some(((w * 1000.0).floor() as u64).min(u64::MAX - 1)),
+        _ => None,
+    }
+}
+
 impl Ask {
     /// A plain call: no shadow mode, no request id.
     pub fn new(policy: Policy, cost: u64, max_inflight: u64) -> Self {
@@ -565,6 +576,16 @@ mod tests {
             steps += 1;
         }
         assert!(steps >= 20, "only {steps} steps read");
+    }
+
+    /// A wait of `$max_wait` rounded to the millisecond never exceeds it as PHP reads it:
+    /// 0.11699999999999999 * 1000 rounds to 117.0 in floats, a wait of 117 ms is 0.117 s.
+    #[test]
+    fn the_longest_wait_in_ms_is_never_past_the_seconds_asked() {
+        let asked = 0.116_999_999_999_999_99_f64;
+        let ms = max_wait_ms(asked).unwrap();
+        assert!(ms as f64 / 1000.0 <= asked, "{ms} ms past {asked} s");
+        assert_eq!(max_wait_ms(0.117), Some(117));
     }
 
     /// tests/vectors/reservations.tsv (also run through every store by the conformance
