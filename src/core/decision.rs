@@ -142,7 +142,13 @@ pub struct Ask {
 pub fn max_wait_ms(seconds: f64) -> Option<u64> {
     match seconds {
         w if w == f64::INFINITY => Some(u64::MAX),
-        w if w >= 0.0 => Some(((w * 1000.0).floor() as u64).min(u64::MAX - 1)),
+        w if w >= 0.0 => {
+            // The largest whole ms whose seconds (as PHP reads `waitFor`) are at most `w`:
+            // `w * 1000` may round across an integer either way (0.29 * 1000 is
+            // 289.99999999999994), so the nearest one, less one when it is past `w`.
+            let ms = ((w * 1000.0).round() as u64).min(u64::MAX - 1);
+            Some(if ms as f64 / 1000.0 > w { ms - 1 } else { ms })
+        }
         _ => None,
     }
 }
@@ -578,14 +584,19 @@ mod tests {
         assert!(steps >= 20, "only {steps} steps read");
     }
 
-    /// A wait of `$max_wait` rounded to the millisecond never exceeds it as PHP reads it:
-    /// 0.11699999999999999 * 1000 rounds to 117.0 in floats, a wait of 117 ms is 0.117 s.
+    /// `$max_wait` in whole ms is the longest wait whose seconds do not exceed it as PHP reads
+    /// them: 0.11699999999999999 * 1000 rounds to 117.0 in floats, yet 117 ms is 0.117 s.
     #[test]
     fn the_longest_wait_in_ms_is_never_past_the_seconds_asked() {
         let asked = 0.116_999_999_999_999_99_f64;
         let ms = max_wait_ms(asked).unwrap();
         assert!(ms as f64 / 1000.0 <= asked, "{ms} ms past {asked} s");
         assert_eq!(max_wait_ms(0.117), Some(117));
+        assert_eq!(
+            max_wait_ms(0.29),
+            Some(290),
+            "0.29 * 1000 is 289.99999999999994"
+        );
     }
 
     /// tests/vectors/reservations.tsv (also run through every store by the conformance
