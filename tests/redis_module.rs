@@ -370,6 +370,15 @@ enum Op {
         dry_run: bool,
         request: Option<(u8, u32)>,
     },
+    /// `ratelimit_reserve()`: a longest wait in ms (`u64::MAX`: INF, a forced charge).
+    Reserve {
+        k: usize,
+        kind: PolicyKind,
+        limit: u64,
+        per_ms: u64,
+        cost: u64,
+        max_wait: u64,
+    },
     AcquireAll {
         ks: Vec<usize>,
         limits: Vec<(PolicyKind, u64, u64, u64, bool)>,
@@ -431,6 +440,21 @@ fn op() -> impl Strategy<Value = Op> {
                     inflight,
                     request,
                 }
+            }),
+        (
+            (0usize..3, kind()),
+            1u64..6,
+            per.clone(),
+            1u64..3,
+            prop_oneof![0u64..8_000, Just(u64::MAX)]
+        )
+            .prop_map(|((k, kind), limit, per_ms, cost, max_wait)| Op::Reserve {
+                k,
+                kind,
+                limit,
+                per_ms,
+                cost: cost.min(limit),
+                max_wait
             }),
         (0usize..3, kind(), 1u64..6, per).prop_map(|(k, kind, limit, per_ms)| Op::Peek {
             k,
@@ -529,6 +553,18 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
                 tokens.extend(r.lease);
                 format!("{:?} lease {}", r.verdict, r.lease.is_some())
             })
+        }
+        Op::Reserve {
+            k,
+            kind,
+            limit,
+            per_ms,
+            cost,
+            max_wait,
+        } => {
+            let a = ask_of(*kind, *limit, *per_ms, *cost, 0, false).reserving(*max_wait);
+            s.acquire(&bucket(*k), &a, 5_000, &mut none())
+                .map(|r| format!("{:?} lease {}", r.verdict, r.lease.is_some()))
         }
         Op::AcquireAll {
             ks,
@@ -691,9 +727,9 @@ fn compare(start: &[Option<String>], ops: &[(Op, u8)]) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// On any starting state and any run of calls, the module answers, stores and counts as
-    /// the scripts and the Function do, and the three mixed call by call on the same buckets
-    /// too.
+    /// On any starting state and any run of calls (reservations and forced charges among
+    /// them), the module answers, stores and counts as the scripts and the Function do, and
+    /// the three mixed call by call on the same buckets too.
     #[test]
     fn the_module_answers_and_stores_as_the_scripts(
         start in proptest::collection::vec(start_value(), 3),
@@ -824,4 +860,57 @@ fn a_server_restarted_with_the_module_is_used_from_the_next_connection() {
         s.uses_module().unwrap(),
         "the native commands, found at the new connection"
     );
+}
+
+/// A reservation on a server with Functions and without the module (a managed service) books
+/// as on the other paths: the Function decides plain calls only.
+#[test]
+fn a_reservation_on_the_function_path_books_ahead() {
+    let f = Module::new();
+    let clock = ManualClock::at(T0);
+    let mut s = f.store(Some(clock.clock())).without_module();
+    assert!(s.uses_functions().unwrap());
+    let a = ask_of(PolicyKind::TokenBucket, 1, 1_000, 1, 0, false);
+    assert!(
+        s.acquire(&bucket(0), &a, 5_000, &mut none())
+            .unwrap()
+            .verdict
+            .allowed
+    );
+    let v = s
+        .acquire(&bucket(0), &a.reserving(5_000), 5_000, &mut none())
+        .unwrap()
+        .verdict;
+    assert_eq!((v.allowed, v.wait_ms, v.reserved), (true, 1_000, 1));
+}
+
+/// A debt booked by forced charges far ahead: 9.2 million `max_wait: INF` charges of 1 per
+/// 10^9 s, or a state seeded here at its end. One more charge books past the largest stamp a
+/// value holds (i64): no path wraps it around to the far past, which would read as a full
+/// bucket (tokens minted); a plain call is still denied after it.
+#[test]
+fn a_forced_charge_past_the_largest_stamp_never_wraps_the_debt_around() {
+    let start = Some(format!(
+        "0 9223372036000000000 9223372036854775807 {T0} 0 0 0 0 {T0}"
+    ));
+    for by in 0..2 {
+        let m = Module::new();
+        seed(&m.prefix, std::slice::from_ref(&start));
+        let clock = ManualClock::at(T0);
+        let mut s = m.store(Some(clock.clock()));
+        if by == 1 {
+            s = s.scripts_only();
+        }
+        let a = ask_of(PolicyKind::TokenBucket, 1, 1_000_000_000_000, 1, 0, false);
+        let forced = s
+            .acquire(&bucket(0), &a.reserving(u64::MAX), 5_000, &mut none())
+            .unwrap()
+            .verdict;
+        assert!(forced.allowed, "path {by}: a forced charge books");
+        let plain = s
+            .acquire(&bucket(0), &a, 5_000, &mut none())
+            .unwrap()
+            .verdict;
+        assert!(!plain.allowed, "path {by} (0 module, 1 scripts): {plain:?}");
+    }
 }

@@ -1023,3 +1023,38 @@ fn foreign_values_never_make_stats_top_or_the_key_record_fail() {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// A server that refused Functions, restarted with them allowed (an upgrade to 7.x, an ACL
+/// changed): the Function is tried again after the reconnect, as function.rs says.
+#[test]
+fn functions_refused_are_tried_again_after_a_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = |server: &OwnServer, refused: &str| {
+        let mut c = redis::Client::open(server.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "u", "on", ">pw", "~*", "+@all", refused])
+            .query(&mut c)
+            .unwrap();
+    };
+    let server = OwnServer::start(dir.path(), &[]);
+    user(&server, "-fcall");
+    let settings = RedisSettings {
+        target: Target::parse(&format!("{}?user=u&pass=pw", server.url), &[]).unwrap(),
+        prefix: fresh_prefix(),
+        timeout_ms: 2_000,
+        flush_ms: 0,
+    };
+    let mut s = RedisStore::new(settings, None, system_clock(), OpsLog::none());
+    assert_eq!(admitted(&mut s, 3), 3);
+    drop(server);
+    let server = OwnServer::start(dir.path(), &[]);
+    user(&server, "+fcall");
+    // The first call may find the stopped server's connection gone (a transient error).
+    let first = s.acquire(&key(1), &ask(5, 60_000, 0), 60_000, &mut none());
+    assert!(first.map_or_else(|e| e.is_transient(), |_| true));
+    admitted(&mut s, 3);
+    assert!(calls_of(&server, "fcall") > 0, "still by the scripts");
+}

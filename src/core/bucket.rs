@@ -40,6 +40,11 @@ pub const MAX_LIMIT: u64 = 1_000_000_000_000;
 /// Most milli-tokens a window counts as used (bookings past its limit add up): below 2^50,
 /// so that the Lua scripts' exact arithmetic holds for every stored value.
 pub const MAX_USED: u64 = (1 << 50) - 1;
+/// Latest instant a booking reaches: 2^52 ms (some 142,000 years after 1970). A debt of forced
+/// charges (each up to `per` ahead) stops there, so that a stamp plus a window stays exact in
+/// the Lua scripts' doubles and far from i64's end (and a stored value's expiry within what
+/// Redis accepts).
+pub const MAX_BOOKED: i64 = 1 << 52;
 /// Shortest window: one millisecond.
 pub const MIN_PER_MS: u64 = 1;
 /// Longest window: 10^9 seconds.
@@ -362,11 +367,21 @@ impl Bucket {
             clock_regressed,
         } = self.refill(&old, now);
         let available = b.available(&old, now);
-        let stamp = b.stamp.max(now);
+        // A token bucket in debt (see [`Self::book`]) has its stamp ahead on purpose: the
+        // window starts now and counts the debt past its limit, as a booking in it would (a
+        // window with a stamp ahead would read as a clock that ran backwards until then).
+        let owed = if b.in_debt_at(&old, now) {
+            b.owed(&old, now)
+        } else {
+            0
+        };
+        let stamp = if owed > 0 { now } else { b.stamp.max(now) };
         let bucket = match policy.kind {
             Kind::TokenBucket => Self::tokens_at(available, stamp),
             Kind::FixedWindow | Kind::SlidingWindow => Self {
-                tokens: policy.capacity() - available,
+                tokens: (policy.capacity() - available)
+                    .saturating_add(owed)
+                    .min(MAX_USED),
                 stamp,
                 prev: 0,
                 kind: policy.kind,
@@ -464,7 +479,12 @@ impl Bucket {
             Kind::TokenBucket => milli,
             Kind::FixedWindow | Kind::SlidingWindow => milli.min(policy.capacity()),
         };
-        self.wait_for(policy, need, now)
+        let wait = self.wait_for(policy, need, now);
+        match policy.kind {
+            // A debt stops at MAX_BOOKED (a booking then waits until it).
+            Kind::TokenBucket if wait > 0 && now < MAX_BOOKED => wait.min(MAX_BOOKED.abs_diff(now)),
+            _ => wait,
+        }
     }
 
     /// Takes `milli` milli-tokens booked `wait` ms after `now` (`wait` from
@@ -506,17 +526,23 @@ impl Bucket {
             && now as i128 >= self.prev as i128
     }
 
+    /// A token bucket's debt at `now` in milli-tokens (rounded up): what the time from `now`
+    /// to a booked stamp earns. 0 when it holds no booking.
+    fn owed(&self, policy: &Policy, now: i64) -> u64 {
+        if self.prev == 0 || self.stamp <= now {
+            return 0;
+        }
+        let ahead = self.stamp.abs_diff(now) as u128;
+        let owed = (ahead * policy.capacity() as u128).div_ceil(policy.per_ms as u128);
+        owed.min(u64::MAX as u128) as u64
+    }
+
     /// Whole tokens taken ahead of what the policy had and not yet earned back at `now`
     /// (rounded up): a token bucket's debt, a window's count past its limit.
     pub fn reserved(&self, policy: &Policy, now: i64) -> u64 {
         let cap = policy.capacity();
         let milli = match policy.kind {
-            Kind::TokenBucket if self.prev != 0 && self.stamp > now => {
-                let ahead = self.stamp.abs_diff(now) as u128;
-                let owed = (ahead * cap as u128).div_ceil(policy.per_ms as u128);
-                owed.min(u64::MAX as u128) as u64
-            }
-            Kind::TokenBucket => 0,
+            Kind::TokenBucket => self.owed(policy, now),
             Kind::FixedWindow => self.tokens.saturating_sub(cap),
             Kind::SlidingWindow => self.sliding_used(policy, now).saturating_sub(cap),
         };

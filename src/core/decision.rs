@@ -136,6 +136,23 @@ pub struct Ask {
     pub max_wait_ms: Option<u64>,
 }
 
+/// `ratelimit_reserve()`'s `$max_wait` seconds as whole milliseconds, rounded down so that no
+/// booking waits longer than asked; INF is any wait (`u64::MAX`, a forced charge). None for a
+/// negative wait or NAN (the caller's error).
+pub fn max_wait_ms(seconds: f64) -> Option<u64> {
+    match seconds {
+        w if w == f64::INFINITY => Some(u64::MAX),
+        w if w >= 0.0 => {
+            // The largest whole ms whose seconds (as PHP reads `waitFor`) are at most `w`:
+            // `w * 1000` may round across an integer either way (0.29 * 1000 is
+            // 289.99999999999994), so the nearest one, less one when it is past `w`.
+            let ms = ((w * 1000.0).round() as u64).min(u64::MAX - 1);
+            Some(if ms as f64 / 1000.0 > w { ms - 1 } else { ms })
+        }
+        _ => None,
+    }
+}
+
 impl Ask {
     /// A plain call: no shadow mode, no request id.
     pub fn new(policy: Policy, cost: u64, max_inflight: u64) -> Self {
@@ -565,6 +582,21 @@ mod tests {
             steps += 1;
         }
         assert!(steps >= 20, "only {steps} steps read");
+    }
+
+    /// `$max_wait` in whole ms is the longest wait whose seconds do not exceed it as PHP reads
+    /// them: 0.11699999999999999 * 1000 rounds to 117.0 in floats, yet 117 ms is 0.117 s.
+    #[test]
+    fn the_longest_wait_in_ms_is_never_past_the_seconds_asked() {
+        let asked = 0.116_999_999_999_999_99_f64;
+        let ms = max_wait_ms(asked).unwrap();
+        assert!(ms as f64 / 1000.0 <= asked, "{ms} ms past {asked} s");
+        assert_eq!(max_wait_ms(0.117), Some(117));
+        assert_eq!(
+            max_wait_ms(0.29),
+            Some(290),
+            "0.29 * 1000 is 289.99999999999994"
+        );
     }
 
     /// tests/vectors/reservations.tsv (also run through every store by the conformance

@@ -261,11 +261,8 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
 /// `$max_wait` seconds as whole milliseconds, rounded down so that no booking waits longer
 /// than asked; INF is any wait (a forced charge). Negative or NAN: the caller's error.
 fn max_wait_arg(call: &Call, i: usize) -> Result<u64, Error> {
-    match call.double(i)?.unwrap_or(f64::NAN) {
-        w if w == f64::INFINITY => Ok(u64::MAX),
-        w if w >= 0.0 => Ok(((w * 1000.0).floor() as u64).min(u64::MAX - 1)),
-        _ => Err(call.value_error(i, "must be greater than or equal to 0")),
-    }
+    crate::core::decision::max_wait_ms(call.double(i)?.unwrap_or(f64::NAN))
+        .ok_or_else(|| call.value_error(i, "must be greater than or equal to 0"))
 }
 
 extern "C" fn ratelimit_reserve(ex: &mut ExecuteData, retval: &mut Zval) {

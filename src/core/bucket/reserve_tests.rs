@@ -162,6 +162,34 @@ fn a_paid_debt_leaves_no_mark() {
     assert_eq!(later, Bucket::tokens_at(1_000, T0 + 3_000));
 }
 
+#[test]
+fn a_booked_bucket_switched_to_a_window_reports_no_clock_regression() {
+    let tb = Policy::new(1, 1_000).unwrap();
+    let b = acquire(None, tb, 1, T0).bucket;
+    let booked = reserve(Some(b), tb, 1, u64::MAX, T0).bucket; // booked at T0 + 1_000
+    for kind in [Kind::FixedWindow, Kind::SlidingWindow] {
+        let w = tb.with_kind(kind);
+        let switched = acquire(Some(booked), w, 1, T0 + 10).bucket;
+        assert!(
+            !switched.refill(&w, T0 + 20).clock_regressed,
+            "{kind:?}: a clock read after the switch is no regression"
+        );
+    }
+}
+
+#[test]
+fn a_debt_of_forced_charges_stops_at_the_latest_booked_instant() {
+    let p = Policy::new(1, MAX_PER_MS).unwrap();
+    let mut b = acquire(None, p, 1, T0).bucket;
+    for _ in 0..5 {
+        b = reserve(Some(b), p, 1, u64::MAX, T0).bucket;
+    }
+    b.stamp = MAX_BOOKED - 1;
+    let d = reserve(Some(b), p, 1, u64::MAX, T0);
+    assert_eq!((d.verdict.allowed, d.bucket.stamp), (true, MAX_BOOKED));
+    assert!(!acquire(Some(d.bucket), p, 1, T0).verdict.allowed);
+}
+
 proptest! {
     /// The wait a reservation is told is exact: the tokens it booked are available at that
     /// instant if nothing else is taken, and not a millisecond earlier; it never exceeds the

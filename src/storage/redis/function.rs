@@ -40,8 +40,10 @@ use std::time::Instant;
 pub(super) enum Functions {
     /// Tried on the next plain acquire.
     Try,
-    /// Not on this server (or ruled out): the scripts.
+    /// Not on this server: the scripts, until the next detection of the server (a reconnect).
     Off,
+    /// Ruled out for this store (tests comparing the paths): the scripts for good.
+    Never,
 }
 
 /// The library's source and its function's name, made once per process.
@@ -128,7 +130,8 @@ fn no_functions(e: &RedisError) -> bool {
 
 impl RedisStore {
     /// A plain acquire by the Function, or `None` when this store does not use it (the module
-    /// is there, the server has no Functions, a slot or a request id is asked for).
+    /// is there, the server has no Functions, a slot, a request id or a reservation is asked
+    /// for: lean.lua decides none of them).
     pub(super) fn lean_acquire(
         &mut self,
         key: &BucketKey,
@@ -137,7 +140,7 @@ impl RedisStore {
     ) -> Result<Option<Acquired>, StoreError> {
         // Only once the connection's path is known to be the scripts': the first decision of a
         // connection asks for the module within its own budget (`step`), and goes by EVALSHA.
-        if self.functions == Functions::Off
+        if self.functions != Functions::Try
             || self.path != Path::Script
             || ask.max_inflight > 0
             || ask.request.is_some()
@@ -225,7 +228,7 @@ impl RedisStore {
     /// Whether this store's plain acquires go by the Function now (tests): asks the server
     /// with one plain decision's worth of nothing, by loading the library if it is missing.
     pub fn uses_functions(&mut self) -> Result<bool, StoreError> {
-        if self.functions == Functions::Off {
+        if self.functions != Functions::Try {
             return Ok(false);
         }
         self.ensure_detected("")?;

@@ -147,6 +147,10 @@ impl RedisStore {
     fn detected_by(&mut self, key: &str, deadline: Instant) -> Result<(), StoreError> {
         if self.path == Path::Unknown {
             self.path = self.detect(key, deadline)?;
+            // Maybe another server (a reconnect): Functions are asked for again.
+            if self.functions == super::function::Functions::Off {
+                self.functions = super::function::Functions::Try;
+            }
         }
         Ok(())
     }
@@ -242,7 +246,7 @@ impl RedisStore {
     /// (tests comparing the paths).
     pub fn scripts_only(mut self) -> Self {
         self.path = Path::Script;
-        self.functions = super::function::Functions::Off;
+        self.functions = super::function::Functions::Never;
         self
     }
 }

@@ -123,6 +123,25 @@ end
 
 local available
 
+-- Most milli-tokens a window counts as used (core::bucket::MAX_USED): below 2^50, so that
+-- weighted and latest_d stay exact.
+local MAX_USED = 2 ^ 50 - 1
+
+-- Bucket::owed: a token bucket's debt at `now` in milli-tokens, rounded up (0 without a
+-- booking): ceil((stamp - now) * cap / per), the product split at whole periods for muldiv.
+local function owed(p, b, now)
+  if b.prev == 0 or b.stamp <= now then
+    return 0
+  end
+  local n, r = divmod(b.stamp - now, p.per)
+  local q, rem = muldiv(r, p.cap, p.per)
+  local milli = n * p.cap + q
+  if rem > 0 then
+    milli = milli + 1
+  end
+  return milli
+end
+
 -- Bucket::in_debt_at: a token bucket booked ahead (see book) and not yet at its stamp, read at
 -- or after the booking's decision (`prev` holds that instant).
 local function in_debt(p, b, now)
@@ -139,11 +158,20 @@ local function refill(p, b, now)
     local old = policy(p.cap / MILLI, p.per, b.kind)
     local r, regressed = refill(old, b, now)
     local a = available(old, r, now)
+    -- A token bucket in debt: the window starts now and counts the debt past its limit (a
+    -- stamp ahead would read as a clock that ran backwards).
+    local debt = 0
+    if in_debt(old, r, now) then
+      debt = owed(old, r, now)
+    end
     local stamp = math.max(r.stamp, now)
+    if debt > 0 then
+      stamp = now
+    end
     if p.kind == TOKEN_BUCKET then
       return bucket(a, stamp, 0, p.kind), regressed
     end
-    return bucket(p.cap - a, stamp, 0, p.kind), regressed
+    return bucket(math.min(p.cap - a + debt, MAX_USED), stamp, 0, p.kind), regressed
   end
   local regressed = now < b.stamp and not in_debt(p, b, now)
   if p.kind == FIXED_WINDOW then
@@ -246,9 +274,8 @@ local function wait_for_next_token(p, b, now)
   return wait_for(p, b, (q + 1) * MILLI, now)
 end
 
--- Most milli-tokens a window counts as used (core::bucket::MAX_USED): below 2^50, so that
--- weighted and latest_d stay exact.
-local MAX_USED = 2 ^ 50 - 1
+-- Latest instant a booking reaches (core::bucket::MAX_BOOKED).
+local MAX_BOOKED = 2 ^ 52
 
 -- Bucket::book_wait: ms from `now` until `milli` milli-tokens can be booked (0: now). A
 -- window books a cost past its limit once nothing counts any more.
@@ -256,7 +283,12 @@ local function book_wait(p, b, milli, now)
   if p.kind ~= TOKEN_BUCKET then
     milli = math.min(milli, p.cap)
   end
-  return wait_for(p, b, milli, now)
+  local w = wait_for(p, b, milli, now)
+  -- core::bucket::MAX_BOOKED: a debt stops there (exact doubles, a valid expiry).
+  if p.kind == TOKEN_BUCKET and w > 0 and now < MAX_BOOKED then
+    w = math.min(w, MAX_BOOKED - now)
+  end
+  return w
 end
 
 -- Bucket::book: `milli` milli-tokens taken, booked `wait` ms after `now`. A token bucket in
@@ -280,15 +312,7 @@ end
 local function reserved(p, b, now)
   local milli = 0
   if p.kind == TOKEN_BUCKET then
-    if b.prev ~= 0 and b.stamp > now then
-      -- ceil((stamp - now) * cap / per), the product split at whole periods for muldiv.
-      local n, r = divmod(b.stamp - now, p.per)
-      local q, rem = muldiv(r, p.cap, p.per)
-      milli = n * p.cap + q
-      if rem > 0 then
-        milli = milli + 1
-      end
-    end
+    milli = owed(p, b, now)
   elseif p.kind == FIXED_WINDOW then
     milli = math.max(0, b.tokens - p.cap)
   else
