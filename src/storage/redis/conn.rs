@@ -135,8 +135,6 @@ pub struct Conn {
     servers: Servers,
     /// The deadline of the last call (see [`Conn::call_by`]).
     last_deadline: Option<Instant>,
-    /// A deadline kept for the call that follows (see [`Conn::keep_budget`]).
-    kept: Option<Instant>,
 }
 
 // One per worker: the single server's node stays inline, on the path of every call.
@@ -190,7 +188,6 @@ impl Conn {
             timeout,
             servers,
             last_deadline: None,
-            kept: None,
         }
     }
 
@@ -218,26 +215,11 @@ impl Conn {
         self.timeout
     }
 
-    /// The deadline a new call ends by: the timeout from now, or what is left of a budget kept
-    /// for it by the step that came first in the same PHP call.
-    pub fn budget(&mut self) -> Instant {
-        let now = Instant::now();
-        match self.kept.take() {
-            Some(d) if d > now => d,
-            _ => now + self.timeout,
-        }
-    }
-
-    /// Keeps the last call's deadline for the next call: the key check that comes first in a
-    /// PHP call (at most once a second) and the decision after it share one budget, since
-    /// `redis_timeout_ms` bounds a PHP call, every step together. Forgotten at request end.
-    pub fn keep_budget(&mut self) {
-        self.kept = self.last_deadline;
-    }
-
-    /// Forgets a kept budget (the request ended without another call).
-    pub fn forget_budget(&mut self) {
-        self.kept = None;
+    /// The deadline a new call ends by. Each store call has a budget of its own: a budget kept
+    /// for the call after a key check was tried, and a deny-cache answer in between left it to
+    /// a later call, which then ran out of time after its script had taken a token.
+    pub fn budget(&self) -> Instant {
+        Instant::now() + self.timeout
     }
 
     /// Runs `f` on the connection to `route`'s server within one time budget. Any error drops
@@ -1166,28 +1148,6 @@ mod budget_tests {
     fn each_call_has_a_budget_of_its_own() {
         let mut c = conn(slow_peer(Duration::from_millis(30)));
         assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
-        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
-    }
-
-    #[test]
-    fn a_key_check_and_the_decision_after_it_share_one_budget() {
-        let mut c = conn(slow_peer(Duration::from_millis(30)));
-        let t0 = Instant::now();
-        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
-        c.keep_budget();
-        let e = c.call(Route::Any, ping).unwrap_err();
-        let took = t0.elapsed();
-        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-        // Two budgets would be 100 ms; the margin is for a loaded machine.
-        assert!(took < Duration::from_millis(90), "{took:?}");
-    }
-
-    #[test]
-    fn a_kept_budget_is_forgotten_at_request_end() {
-        let mut c = conn(slow_peer(Duration::from_millis(30)));
-        assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
-        c.keep_budget();
-        c.forget_budget();
         assert_eq!(c.call(Route::Any, ping).unwrap(), "OK");
     }
 }

@@ -812,7 +812,6 @@ impl Batching for RedisStore {
     }
 
     fn tick(&mut self) {
-        self.conn.forget_budget();
         let _ = self.flush_pending(false);
     }
 
@@ -848,8 +847,6 @@ impl KeyRecords for RedisStore {
                 .arg(&["f", "p", "h", "v", "s"])
                 .query(c)
         }));
-        // The decision that follows the key check spends what is left of this budget.
-        self.conn.keep_budget();
         let Some((f, p, h, v, s)): Option<Fields> = read? else {
             return Ok(None);
         };
@@ -891,7 +888,6 @@ impl KeyRecords for RedisStore {
                 .arg(since);
             inv
         });
-        self.conn.keep_budget();
         Ok(n? == 1)
     }
 }
