@@ -24,12 +24,11 @@
 
 use super::conn::Route;
 use super::module::Path;
-use super::{refused_in_script, RedisStore, Time};
+use super::RedisStore;
 use crate::core::bucket::{Bucket, MILLI};
 use crate::core::counters::Counters;
 use crate::core::decision::{self, Ask, Reason, Source, Verdict};
 use crate::core::subject::BucketKey;
-use crate::opslog::Event;
 use crate::storage::{Acquired, ErrorKind, StoreError};
 use redis::{ConnectionLike, RedisError};
 use std::sync::OnceLock;
@@ -198,24 +197,7 @@ impl RedisStore {
         args: &[String],
         deadline: Instant,
     ) -> Result<Option<LeanReply>, StoreError> {
-        let now = self.now_arg();
-        let first = self
-            .conn
-            .call_by(deadline, Route::Key(key), |c| fcall(c, key, &now, args));
-        match first {
-            Err(e)
-                if matches!(self.time, Time::Server)
-                    && refused_in_script(&e)
-                    && self.refuses_time(key) =>
-            {
-                self.log.note(Event::HostClock, &self.conn.describe());
-                self.time = Time::Host(crate::storage::system_clock());
-                let now = self.now_arg();
-                self.conn
-                    .call(Route::Key(key), |c| fcall(c, key, &now, args))
-            }
-            other => other,
-        }
+        self.with_clock(key, deadline, |c, now| fcall(c, key, now, args))
     }
 
     /// Decides with the Function or the scripts, never the native commands (tests comparing

@@ -295,10 +295,21 @@ impl RedisStore {
         deadline: std::time::Instant,
         build: impl Fn(&str) -> redis::ScriptInvocation<'static>,
     ) -> Result<T, StoreError> {
+        self.with_clock(key, deadline, |c, now| build(now).invoke(c))
+    }
+
+    /// `call` (a script or a Function, given the `now` argument) by `deadline`, with the
+    /// handling of a server that refuses `TIME` in scripts that [`Self::run`] describes.
+    fn with_clock<T>(
+        &mut self,
+        key: &str,
+        deadline: std::time::Instant,
+        call: impl Fn(&mut dyn redis::ConnectionLike, &str) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
         let now = self.now_arg();
         let first = self
             .conn
-            .call_by(deadline, Route::Key(key), |c| build(&now).invoke(c));
+            .call_by(deadline, Route::Key(key), |c| call(c, &now));
         match first {
             Err(e)
                 if matches!(self.time, Time::Server)
@@ -308,7 +319,7 @@ impl RedisStore {
                 self.log.note(Event::HostClock, &self.conn.describe());
                 self.time = Time::Host(crate::storage::system_clock());
                 let now = self.now_arg();
-                self.conn.call(Route::Key(key), |c| build(&now).invoke(c))
+                self.conn.call(Route::Key(key), |c| call(c, &now))
             }
             other => other,
         }
