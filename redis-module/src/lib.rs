@@ -345,22 +345,6 @@ fn verdict_reply(v: &Verdict) -> Vec<RedisValue> {
     ]
 }
 
-fn unhex16(b: &[u8]) -> Option<[u8; 16]> {
-    if b.len() != 32 {
-        return None;
-    }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let mut out = [0u8; 16];
-    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
-        *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-    }
-    Some(out)
-}
-
 /// The request id's part of a call: its record's key, the bucket it is charged to and the
 /// terms (hex, as the scripts get them), and the replays to remember.
 struct RequestArgs<'a> {
@@ -400,7 +384,11 @@ fn judged(
     }
     // A record ratelimit did not write (a field missing or malformed) is none.
     let left = n.and_then(number).unwrap_or(0);
-    let record = match (b.and_then(unhex16), t.and_then(unhex16), e.and_then(number)) {
+    let record = match (
+        b.and_then(lease::hex16),
+        t.and_then(lease::hex16),
+        e.and_then(number),
+    ) {
         (Some(bucket), Some(terms), Some(expires)) => Some(Record {
             bucket,
             terms: Terms(terms),
@@ -409,8 +397,9 @@ fn judged(
         }),
         _ => None,
     };
-    let bucket = unhex16(q.bucket.as_slice()).ok_or_else(|| fail("a bucket name is not hex"))?;
-    let terms = unhex16(q.terms.as_slice()).ok_or_else(|| fail("terms are not hex"))?;
+    let bucket =
+        lease::hex16(q.bucket.as_slice()).ok_or_else(|| fail("a bucket name is not hex"))?;
+    let terms = lease::hex16(q.terms.as_slice()).ok_or_else(|| fail("terms are not hex"))?;
     let j = request::judge(record.as_ref(), &bucket, &Terms(terms), now, lease_until);
     if j == Judgement::Replay {
         if left - 1 <= 0 {
@@ -421,6 +410,30 @@ fn judged(
         }
     }
     Ok(j)
+}
+
+/// The lease an admitted call took (empty: none), its request id's record written when the
+/// call carries one: the tail RL.ACQUIRE and RL.ACQUIRE_ALL share.
+fn remember_admission<'a>(
+    ctx: &Context,
+    q: &RequestArgs,
+    admitted: bool,
+    take: Option<(&'a RedisString, u64)>,
+    request_ttl: u64,
+    now: i64,
+) -> Result<&'a [u8], RedisError> {
+    let lease: &[u8] = take.map_or(b"", |(id, _)| id.as_slice());
+    if admitted && request_ttl > 0 {
+        let lease_ttl = take.map(|(_, ttl)| ttl);
+        remember(
+            ctx,
+            q,
+            lease,
+            request::expiry(now, request_ttl, lease_ttl),
+            now,
+        )?;
+    }
+    Ok(lease)
 }
 
 /// Remembers an admission (replacing any record) until `expires`: `remember_request` of
@@ -602,21 +615,14 @@ fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 .then_some((lease_id, lease_ttl));
         let last_lease = keep_leases(ctx, lk, take, slots.live, now)?;
         keep_bucket(ctx, bk, &p, d.bucket, counts, last_lease, now)?;
-        let lease: &[u8] = if take.is_some() {
-            lease_id.as_slice()
-        } else {
-            b""
-        };
-        if d.verdict.reason == Reason::Ok && request_ttl > 0 {
-            let lease_ttl = take.map(|_| lease_ttl);
-            remember(
-                ctx,
-                &q,
-                lease,
-                request::expiry(now, request_ttl, lease_ttl),
-                now,
-            )?;
-        }
+        let lease = remember_admission(
+            ctx,
+            &q,
+            d.verdict.reason == Reason::Ok,
+            take,
+            request_ttl,
+            now,
+        )?;
         let mut r = verdict_reply(&d.verdict);
         r[5] = RedisValue::Integer(i64::from(d.verdict.dry_run) + 4 * i64::from(d.clock_regressed));
         r.push(RedisValue::StringBuffer(lease.to_vec()));
@@ -704,21 +710,7 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             let last = if k == 0 { last_lease } else { None };
             keep_bucket(ctx, key, &asks[k].policy, d.buckets[k], counts, last, now)?;
         }
-        let lease: &[u8] = if take.is_some() {
-            lease_id.as_slice()
-        } else {
-            b""
-        };
-        if all && request_ttl > 0 {
-            let lease_ttl = take.map(|_| lease_ttl);
-            remember(
-                ctx,
-                &q,
-                lease,
-                request::expiry(now, request_ttl, lease_ttl),
-                now,
-            )?;
-        }
+        let lease = remember_admission(ctx, &q, all, take, request_ttl, now)?;
         Ok(RedisValue::Array(vec![
             RedisValue::Integer(d.reported as i64),
             RedisValue::Integer(4 * i64::from(d.clock_regressed)),

@@ -9,8 +9,9 @@ use std::fmt;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeaseId(pub [u8; 16]);
 
-/// 16 bytes from 32 lowercase hexadecimal characters.
-fn hex16(text: &[u8]) -> Option<[u8; 16]> {
+/// 16 bytes from 32 lowercase hexadecimal characters (lease tokens, and the names the Redis
+/// module reads back from a request record).
+pub fn hex16(text: &[u8]) -> Option<[u8; 16]> {
     if text.len() != 32 {
         return None;
     }
