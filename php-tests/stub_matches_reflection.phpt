@@ -115,7 +115,7 @@ require __DIR__ . '/_helpers.inc';
 rl_clean('stub_matches_reflection');
 ?>
 --EXPECTF--
-functions: ratelimit_acquire, ratelimit_acquire_all, ratelimit_end_request, ratelimit_metrics, ratelimit_peek, ratelimit_release, ratelimit_reserve, ratelimit_reset, ratelimit_stats, ratelimit_top
+functions: ratelimit_acquire, ratelimit_acquire_all, ratelimit_end_request, ratelimit_metrics, ratelimit_peek, ratelimit_refund, ratelimit_release, ratelimit_reserve, ratelimit_reset, ratelimit_stats, ratelimit_top
 classes: RateLimit\Decision, RateLimit\Exception
 compared %d facts, differences: 0
 documentation gaps: none

@@ -299,6 +299,30 @@ impl Limiter {
         }
     }
 
+    /// Gives `cost` tokens back to a bucket (see `core::bucket::refund`); true when some were.
+    /// A store that cannot be written now gives nothing back and answers false (never an
+    /// error, never retried: the tokens stay taken, which can only deny, never admit, more).
+    pub fn refund(
+        &mut self,
+        subject: &[u8],
+        scope: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<bool, StoreError> {
+        let result = match self.key_for(scope, subject) {
+            Ok(key) => self.store.refund(&key, policy, cost, &mut self.unwritten),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(given) => {
+                self.succeeded();
+                Ok(given)
+            }
+            Err(e) if self.undecidable(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Forgets a bucket and its leases.
     pub fn reset(&mut self, subject: &[u8], scope: &str) -> Result<bool, StoreError> {
         let key = self.key_for(scope, subject)?;
@@ -496,6 +520,10 @@ mod tests {
                 Query::AddDenials(_) | Query::Tick => Reply::Done,
                 Query::RefillEpoch => Reply::Epoch(crate::storage::RefillEpoch::Untracked),
                 Query::Node(_) => Reply::Node(None),
+                Query::Refund(..) => {
+                    self.step(carry)?;
+                    Reply::Refunded(true)
+                }
             })
         }
     }

@@ -397,6 +397,45 @@ namespace {
     function ratelimit_peek(string $subject, ?int $limit = null, ?float $per = null, string $scope = "default", string $policy = "token_bucket"): \RateLimit\Decision {}
 
     /**
+     * Gives `$cost` tokens back to the bucket of `$subject` in `$scope`, in one atomic step of
+     * the store, as rate-limiter-flexible's reward() or Laravel's decrement() do: for work that
+     * was admitted and then not done (a failed call, a cancelled job). The bucket is brought
+     * up to now first, as a decision would, then:
+     * - token_bucket: the tokens come back, never past `$limit`; a bucket in debt
+     *   (ratelimit_reserve() booked ahead) has its booked instant moved earlier by the time the
+     *   tokens take to earn, rounded down, never before now;
+     * - fixed_window, sliding_window: the current window's count is lowered, never below 0;
+     *   a window that has ended is left alone (what it used no longer counts anyway).
+     * A subject with no bucket is left without one (it is full already). Nothing is minted: a
+     * refund never holds more than a full bucket, and a clock that went back earns nothing.
+     * The worker's cached denials of the bucket end, and on SQLite those of the host's other
+     * workers too (on Redis theirs end when their wait does: they deny longer, never admit).
+     *
+     * The store cannot check that the tokens were taken: give back only what a call of yours
+     * took, with the same `$limit`, `$per`, `$scope` and `$policy`.
+     *
+     * @param string     $subject 1 .. 1024 bytes
+     * @param int        $cost    1 .. 10^12 tokens (past `$limit` is accepted: a window may
+     *                            count past its limit)
+     * @param int|null   $limit   1 .. 10^12; null: ratelimit.limit
+     * @param float|null $per     0.001 .. 10^9 seconds; null: ratelimit.per
+     * @param string     $scope   1 .. 64 characters of [A-Za-z0-9_.:-]
+     * @param string     $policy  "token_bucket", "fixed_window" or "sliding_window", as for
+     *                            ratelimit_acquire()
+     *
+     * @return bool true when tokens were given back; false when there was nothing to give
+     *              back to (no bucket, a full bucket, an empty or ended window) and when the
+     *              store could not be written (busy, down: the tokens then stay taken, which
+     *              can only deny more, never admit more; with Redis, also while the local
+     *              fallback decides)
+     *
+     * @throws \ValueError          an argument out of its bounds
+     * @throws \TypeError           an argument of the wrong type
+     * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
+     */
+    function ratelimit_refund(string $subject, int $cost = 1, ?int $limit = null, ?float $per = null, string $scope = "default", string $policy = "token_bucket"): bool {}
+
+    /**
      * Forgets the bucket and the leases of `$subject` in `$scope`.
      *
      * @param string $subject 1 .. 1024 bytes

@@ -20,6 +20,7 @@
 //! | `RL.PEEK 1 bucket now` | `peek.lua` |
 //! | `RL.RELEASE 1 leases now lease` | `release.lua` |
 //! | `RL.RESET 2 bucket leases` | `DEL bucket leases` |
+//! | `RL.REFUND 1 bucket now limit per_ms cost policy` | `refund.lua` |
 //!
 //! Writes are replicated as the commands a script would have replicated (`SET .. PXAT`, `ZADD`,
 //! `HSET`, ...), never as `RL.*` themselves: a replica or an AOF needs no module, and replays no
@@ -776,10 +777,49 @@ fn reset(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     })
 }
 
+/// `RL.REFUND 1 bucket now limit per_ms cost policy`: refund.lua: `core::bucket::refund` on the
+/// stored bucket, written back (keeping its expiry) when tokens were given back. Flags: 1 given
+/// back, 4 the clock was seen going backwards.
+fn refund(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, |ctx, keys, a| {
+        let now = now_of(arg(a, 0)?)?;
+        let p = policy(arg(a, 1)?, arg(a, 2)?, Some(arg(a, 4)?))?;
+        let cost: u64 = num(arg(a, 3)?)?;
+        let bk = &keys[0];
+        let Some(s) = bucket(ctx, bk, &p, now)? else {
+            return Ok(RedisValue::Integer(0));
+        };
+        let milli = cost.saturating_mul(ratelimit::core::bucket::MILLI);
+        let Some(r) = ratelimit::core::bucket::refund(Some(s.bucket), &p, milli, now) else {
+            return Ok(RedisValue::Integer(0));
+        };
+        let flags = 4 * i64::from(r.clock_regressed);
+        if r.given == 0 {
+            return Ok(RedisValue::Integer(flags));
+        }
+        // The bucket is full no later than before: its expiry (covering its leases) stays.
+        let ttl = int(&read(ctx, "PTTL", &[bk.as_slice()])?);
+        let full_at = r.bucket.full_at(&p);
+        let ttl = if ttl > 0 {
+            ttl
+        } else {
+            (full_at - now).max(0) + GRACE_MS
+        };
+        let written = Stored {
+            bucket: r.bucket,
+            full_at,
+            used_at: now,
+            counts: s.counts,
+        };
+        stored::write(ctx, bk, &written, ttl)?;
+        Ok(RedisValue::Integer(flags + 1))
+    })
+}
+
 // The module's entry point and Redis's allocator, outside unit tests (which run without Redis).
 #[cfg(not(test))]
 mod entry {
-    use super::{acquire, acquire_all, peek, release, reset};
+    use super::{acquire, acquire_all, peek, refund, release, reset};
     use redis_module::redis_module;
 
     redis_module! {
@@ -793,6 +833,7 @@ mod entry {
             ["rl.peek", peek, "readonly getkeys-api", 0, 0, 0, ""],
             ["rl.release", release, "write getkeys-api", 0, 0, 0, ""],
             ["rl.reset", reset, "write getkeys-api", 0, 0, 0, ""],
+            ["rl.refund", refund, "write deny-oom getkeys-api", 0, 0, 0, ""],
         ],
     }
 }

@@ -776,6 +776,9 @@ mod tests {
     }
 }
 
+mod refund;
+pub use refund::{refund, Refunded};
+
 #[cfg(test)]
 mod model_tests;
 

@@ -63,6 +63,14 @@ static PEEK: [Param; 5] = [
     param("scope", DataType::String, false, Some("\"default\"")),
     param("policy", DataType::String, false, Some("\"token_bucket\"")),
 ];
+static REFUND: [Param; 6] = [
+    param("subject", DataType::String, false, None),
+    param("cost", DataType::Long, false, Some("1")),
+    param("limit", DataType::Long, true, Some("null")),
+    param("per", DataType::Double, true, Some("null")),
+    param("scope", DataType::String, false, Some("\"default\"")),
+    param("policy", DataType::String, false, Some("\"token_bucket\"")),
+];
 static TOP: [Param; 1] = [param("n", DataType::Long, false, Some("10"))];
 static RESET: [Param; 2] = [
     param("subject", DataType::String, false, None),
@@ -354,6 +362,33 @@ extern "C" fn ratelimit_peek(ex: &mut ExecuteData, retval: &mut Zval) {
     })
 }
 
+extern "C" fn ratelimit_refund(ex: &mut ExecuteData, retval: &mut Zval) {
+    guarded(retval, || {
+        let call = Call::new(ex, "ratelimit_refund", &REFUND)?;
+        let config = ini::config();
+        let subject = subject_arg(&call, 0)?;
+        // Past `$limit` is accepted: a window may count past its limit (bookings, Laravel's
+        // counts), and a token bucket is filled up to its capacity at most.
+        let cost = match call.long(1)?.unwrap_or(1) {
+            c if c < 1 => return Err(call.value_error(1, "must be greater than 0")),
+            c if c as u64 > MAX_LIMIT => {
+                return Err(
+                    call.value_error(1, &format!("must be less than or equal to {MAX_LIMIT}"))
+                )
+            }
+            c => c as u64,
+        };
+        let policy = policy_args(&call, 2, &config)?;
+        let scope = scope_arg(&call, 4)?;
+        let policy = policy.with_kind(kind_arg(&call, 5)?);
+        let given = worker::with(&config, |l| {
+            l.refund(&subject, &scope, &policy, cost)
+                .map_err(Error::Store)
+        })?;
+        to_zval(given)
+    })
+}
+
 extern "C" fn ratelimit_reset(ex: &mut ExecuteData, retval: &mut Zval) {
     guarded(retval, || {
         let call = Call::new(ex, "ratelimit_reset", &RESET)?;
@@ -601,6 +636,12 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
             DataType::Bool,
         ))
         .function(declare("ratelimit_peek", ratelimit_peek, &PEEK, obj))
+        .function(declare(
+            "ratelimit_refund",
+            ratelimit_refund,
+            &REFUND,
+            DataType::Bool,
+        ))
         .function(declare(
             "ratelimit_reset",
             ratelimit_reset,

@@ -8,13 +8,13 @@
 //! makes it exact, never a denial the store would not have given: the store decided at some
 //! `t_d >= t_sent`, when B needed R more ms of refill for C tokens, so it holds fewer than C
 //! (and than any larger cost) until `t_d + R >= t_sent + R`. (Under P, tokens come back only
-//! with time: a token bucket's refill, a window's end or slide. A reset of B through this
-//! wrapper drops its entry, and so does a call for B with another policy, which the store
-//! decides: B may then come back sooner. A reset made by another process is seen through the
-//! store's [`RefillEpoch`]: SQLite's moves with every reset and eviction of the host, and the
-//! entries go; Redis does not track one, and B stays denied here until the wait ends, as it
-//! was told. On either store, B stays denied here until then too when another process used it
-//! with another policy meanwhile.)
+//! with time: a token bucket's refill, a window's end or slide. A reset or a refund of B
+//! through this wrapper drops its entry, and so does a call for B with another policy, which
+//! the store decides: B may then come back sooner. A reset or a refund made by another process
+//! is seen through the store's [`RefillEpoch`]: SQLite's moves with every reset, refund and
+//! eviction of the host, and the entries go; Redis does not track one, and B stays denied here
+//! until the wait ends, as it was told. On either store, B stays denied here until then too when
+//! another process used it with another policy meanwhile.)
 //!
 //! Not cached: `inflight` denials (a release may free a slot at any time), shadow scopes
 //! (`dry_run`: their denials are answered allowed, and so must be counted by the store), calls
@@ -291,6 +291,11 @@ impl Store for DenyCache {
         match q {
             Query::Top(_) | Query::Flush => self.send_denials(true, carry),
             Query::Tick => self.send_denials(false, carry),
+            // Tokens coming back end a cached denial of the bucket (before the call: also when
+            // it fails, after which whether they came back is unknown).
+            Query::Refund(key, _, _) => {
+                self.entries.remove(&key.bucket);
+            }
             _ => {}
         }
         self.inner.serve(q, carry)

@@ -536,6 +536,15 @@ impl Store for Failover {
             // A deny cache in front sees the decisions of two stores: it tracks no epoch.
             Query::RefillEpoch => Ok(Reply::Epoch(RefillEpoch::Untracked)),
             Query::Node(_) => self.primary.serve(q, carry),
+            // Tokens go back to the primary only, through its server's breaker: the local
+            // store took nothing for a decision of the primary, and a refund must never mint.
+            // One that cannot reach the primary is the call's fault (answered false above):
+            // the tokens stay taken, the safe side. (A call decided by the local store during
+            // an outage gets nothing back either.)
+            Query::Refund(key, _, _) => {
+                let node = self.node(Some(key));
+                self.ask_primary(&node, carry, |s, c| s.serve(q, c))
+            }
             // Denials answered in front of the primary's decisions are the primary's, each
             // bucket's through its own server's breaker.
             Query::AddDenials(d) => {

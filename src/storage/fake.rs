@@ -371,6 +371,29 @@ impl super::Nodes for Fake {
     }
 }
 
+impl super::Refunds for Fake {
+    fn refund(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        cost: u64,
+        carry: &mut Counters,
+    ) -> Result<bool, StoreError> {
+        self.step_on(&key.bucket, carry)?;
+        let now = (self.1)();
+        let mut s = self.0.borrow_mut();
+        let stored = s.buckets.get(&key.bucket).copied();
+        let milli = cost.saturating_mul(crate::core::bucket::MILLI);
+        match crate::core::bucket::refund(stored, policy, milli, now) {
+            Some(r) if r.given > 0 => {
+                s.buckets.insert(key.bucket, r.bucket);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
 impl RefillWatch for Fake {
     fn refill_epoch(&mut self) -> RefillEpoch {
         self.0.borrow().epoch.unwrap_or(RefillEpoch::Untracked)

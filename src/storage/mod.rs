@@ -361,6 +361,8 @@ pub enum Query<'a> {
     RefillEpoch,
     /// [`Nodes::node_of`].
     Node(&'a BucketKey),
+    /// [`Refunds::refund`]: `cost` tokens back to the bucket under `policy`.
+    Refund(&'a BucketKey, &'a Policy, u64),
 }
 
 /// A store's answer to a [`Query`], the variant of the query's kind.
@@ -372,6 +374,7 @@ pub enum Reply {
     Recorded(bool),
     Epoch(RefillEpoch),
     Node(Option<String>),
+    Refunded(bool),
     Done,
 }
 
@@ -421,6 +424,22 @@ pub trait RefillWatch {
     fn refill_epoch(&mut self) -> RefillEpoch;
 }
 
+/// Tokens given back (`ratelimit_refund()`): one atomic step of the store, computed by
+/// `core::bucket::refund` (see there: never past the capacity, a missing bucket left missing,
+/// an ended window left alone). Not a decision: nothing is counted but the carried counts,
+/// written as by any step. A store whose deny caches watch an epoch ([`RefillWatch`]) moves
+/// it when tokens came back.
+pub trait Refunds {
+    /// True when tokens were given back.
+    fn refund(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        cost: u64,
+        carry: &mut Counters,
+    ) -> Result<bool, StoreError>;
+}
+
 /// Which server a bucket's calls go to, for a breaker per server: a sick Redis master makes
 /// only its own subjects unavailable.
 pub trait Nodes {
@@ -432,7 +451,7 @@ pub trait Nodes {
 /// [`Store::serve`] of a backend, from its capability traits.
 pub fn answer<S>(s: &mut S, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError>
 where
-    S: Reports + KeyRecords + Batching + RefillWatch + Nodes,
+    S: Reports + KeyRecords + Batching + RefillWatch + Nodes + Refunds,
 {
     Ok(match q {
         Query::Stats => Reply::Stats(s.stats()?),
@@ -453,6 +472,7 @@ where
         }
         Query::RefillEpoch => Reply::Epoch(s.refill_epoch()),
         Query::Node(key) => Reply::Node(s.node_of(key)),
+        Query::Refund(key, policy, cost) => Reply::Refunded(s.refund(key, policy, cost, carry)?),
     })
 }
 
@@ -528,6 +548,19 @@ pub trait StoreExt: Store {
         match self.serve(Query::RefillEpoch, carry) {
             Ok(Reply::Epoch(e)) => e,
             _ => RefillEpoch::Unknown,
+        }
+    }
+
+    fn refund(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        cost: u64,
+        carry: &mut Counters,
+    ) -> Result<bool, StoreError> {
+        match self.serve(Query::Refund(key, policy, cost), carry)? {
+            Reply::Refunded(b) => Ok(b),
+            r => Err(mismatch("refund", &r)),
         }
     }
 

@@ -32,12 +32,14 @@ use RateLimit\Decision;
  * with limit `maxAttempts`: never more than `maxAttempts` callbacks per window, however many
  * workers race).
  *
- * Differences from stock, each because the store has no way to give back a token:
- * - `attempt()` takes its token before running the callback (stock: after, and not at all
- *   when the callback throws), so that concurrent workers cannot run more callbacks than
- *   `maxAttempts`; a callback that throws has used its attempt;
- * - `decrement()` and `increment()` with an amount below 1 throw a \LogicException.
- * And one because the bridge is exact: when this key's last `tooManyAttempts()` in this object
+ * `attempt()` takes its token before running the callback (stock: after), so that concurrent
+ * workers cannot run more callbacks than `maxAttempts`; a callback that throws gets it back
+ * (ratelimit_refund(), and the timer the call started), as stock, which never charged it.
+ * `decrement()` and `increment()` with an amount below 1 give attempts back the same way, in
+ * one atomic step, never below 0 (stock's count goes negative: -1 after a decrement of a
+ * fresh key, where the bridge answers 0).
+ *
+ * One difference because the bridge is exact: when this key's last `tooManyAttempts()` in this object
  * answered false (the throttle middleware and login throttling check, then hit) and the hit
  * finds the count past that limit (another worker took the last attempt in between), `hit()`
  * throws the middleware's own ThrottleRequestsException (429, stock headers), so "check, then
@@ -104,7 +106,7 @@ class ExtensionRateLimiter extends RateLimiter
         $this->decays[$k] = $decay;
         // The timer first, as stock's hit() adds it: a count in the store always has its timer
         // running, so no worker takes another's fresh count for a stale one.
-        $this->startTimer($k, $decay);
+        $started = $this->startTimer($k, $decay);
         $decision = $this->take($k, max(1, (int) $maxAttempts), $decay, 1);
         if (!$decision->allowed) {
             if ($decision->reason !== 'rate' || !$this->countOutlivedTimer($k, $decay)) {
@@ -119,6 +121,14 @@ class ExtensionRateLimiter extends RateLimiter
         }
         try {
             $result = $callback();
+        } catch (\Throwable $e) {
+            // Stock hits only once the callback returned: the attempt is given back (and the
+            // timer this call started, if it did), and the exception goes on.
+            $this->giveBack($k, $decay, 1);
+            if ($started) {
+                ratelimit_refund(Key::subject($k), $decay, $decay, (float) $decay, $this->timerScope, self::POLICY);
+            }
+            throw $e;
         } finally {
             if ($decision->lease !== null) {
                 ratelimit_release($decision);
@@ -173,15 +183,12 @@ class ExtensionRateLimiter extends RateLimiter
     /**
      * @param string $key
      * @param \DateTimeInterface|\DateInterval|int $decaySeconds
-     * @param int $amount 1 or more
+     * @param int $amount below 1: the count goes down by as much (see decrement())
      * @return int the attempts of this window, these included
      */
     public function increment($key, $decaySeconds = 60, $amount = 1)
     {
         $amount = (int) $amount;
-        if ($amount < 1) {
-            throw self::noGivingBack();
-        }
         $k = $this->clean($key);
         $max = $this->cleared[$k] ?? null;
         unset($this->cleared[$k]);
@@ -193,6 +200,11 @@ class ExtensionRateLimiter extends RateLimiter
         $this->decays[$k] = $decay;
         // The timer before the count, as stock (see attempt()).
         $this->startTimer($k, $decay);
+        if ($amount < 1) {
+            // Given back in one step of the store; the count never goes below 0 (stock's does).
+            $this->giveBack($k, $decay, -$amount);
+            return $this->attempts($key);
+        }
         $decision = $this->take($k, self::COUNT, $decay, $amount);
         if (!$decision->allowed) {
             // Only an in-flight limit (the `inflight` option) or an unavailable store refuses.
@@ -208,13 +220,18 @@ class ExtensionRateLimiter extends RateLimiter
     }
 
     /**
-     * Not supported: the store never gives back what a window has used.
+     * Lowers this window's count by `$amount` in one atomic step of the store
+     * (ratelimit_refund()), never below 0; starts the key's timer when none runs, as stock.
      *
-     * @throws \LogicException always
+     * @param string $key
+     * @param \DateTimeInterface|\DateInterval|int $decaySeconds
+     * @param int $amount
+     * @return int the attempts of this window after it (read after the step: another worker's
+     *             hit in between is counted in it)
      */
     public function decrement($key, $decaySeconds = 60, $amount = 1)
     {
-        throw self::noGivingBack();
+        return $this->increment($key, $decaySeconds, ((int) $amount) * -1);
     }
 
     /**
@@ -317,12 +334,6 @@ class ExtensionRateLimiter extends RateLimiter
         };
     }
 
-    private static function noGivingBack(): \LogicException
-    {
-        return new \LogicException('ratelimit bridge: an amount below 1 (decrement()) is not supported: '
-            . 'the store never gives back what a window has used.');
-    }
-
     private function clean(string $key): string
     {
         return $this->cleanRateLimiterKey($key);
@@ -414,17 +425,27 @@ class ExtensionRateLimiter extends RateLimiter
     /**
      * Stock `cache->add(key:timer)`, atomic: a take of all `decay` tokens of a window of `decay`
      * seconds succeeds only when no timer of the key is running (then it starts one).
+     *
+     * @return bool true when this call started the timer
      */
-    private function startTimer(string $k, int $decay): void
+    private function startTimer(string $k, int $decay): bool
     {
-        ratelimit_acquire(
+        return ratelimit_acquire(
             Key::subject($k),
             limit: $decay,
             per: (float) $decay,
             scope: $this->timerScope,
             cost: $decay,
             policy: self::POLICY,
-        );
+        )->allowed;
+    }
+
+    /** `$amount` attempts back to the key's count, in this window only (ratelimit_refund()). */
+    private function giveBack(string $k, int $decay, int $amount): void
+    {
+        if ($amount >= 1) {
+            ratelimit_refund(Key::subject($k), $amount, self::COUNT, (float) $decay, $this->scope, self::POLICY);
+        }
     }
 
     private function peek(string $k, int $limit, float $per, string $scope): Decision

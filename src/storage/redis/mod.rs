@@ -52,6 +52,7 @@ struct Scripts {
     record_key: Script,
     add_counts: Script,
     add_denials: Script,
+    refund: Script,
 }
 
 fn scripts() -> &'static Scripts {
@@ -72,6 +73,7 @@ fn scripts() -> &'static Scripts {
             record_key: Script::new(include_str!("lua/record_key.lua")),
             add_counts: Script::new(include_str!("lua/add_counts.lua")),
             add_denials: with_bucket(include_str!("lua/add_denials.lua")),
+            refund: with_bucket(include_str!("lua/refund.lua")),
         }
     })
 }
@@ -699,6 +701,30 @@ impl Store for RedisStore {
 
     fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
         super::answer(self, q, carry)
+    }
+}
+
+/// `refund.lua`, or `RL.REFUND` where the server has it.
+impl crate::storage::Refunds for RedisStore {
+    fn refund(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        cost: u64,
+        carry: &mut Counters,
+    ) -> Result<bool, StoreError> {
+        let bucket = self.bucket_key(key);
+        let args = [
+            policy.limit().to_string(),
+            policy.per_ms().to_string(),
+            cost.to_string(),
+            policy.kind().code().to_string(),
+        ];
+        let flags: u8 = self.step(Command::Refund, &scripts().refund, &[bucket], &args)?;
+        let mut counts = Counters::default();
+        counts.clock_regressions += u64::from(flags & 4 != 0);
+        self.note(&counts, carry);
+        Ok(flags & 1 != 0)
     }
 }
 

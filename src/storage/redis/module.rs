@@ -26,6 +26,9 @@ pub(super) enum Command {
     Peek,
     Release,
     Reset,
+    /// Not asked for by detection (a module of a build before refunds has the others): a
+    /// server that turns out not to know it answers through the script.
+    Refund,
 }
 
 impl Command {
@@ -44,6 +47,7 @@ impl Command {
             Command::Peek => "RL.PEEK",
             Command::Release => "RL.RELEASE",
             Command::Reset => "RL.RESET",
+            Command::Refund => "RL.REFUND",
         }
     }
 }

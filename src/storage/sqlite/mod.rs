@@ -23,7 +23,7 @@ mod tx;
 
 use super::{
     Acquired, AcquiredAll, Batching, BucketView, Clock, Counters, Query, RefillEpoch, RefillWatch,
-    Reply, Reports, Stats, Store, StoreError,
+    Refunds, Reply, Reports, Stats, Store, StoreError,
 };
 use crate::core::bucket::{Bucket, Policy};
 use crate::core::compound;
@@ -469,6 +469,38 @@ impl Store for SqliteStore {
 }
 
 /// One file: no server to tell apart.
+impl Refunds for SqliteStore {
+    /// One write transaction: the bucket (moved from the previous key during a rotation) given
+    /// back `cost` tokens, written only when something was given; the refill epoch then moves,
+    /// so that the deny caches of the host forget their denials.
+    fn refund(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        cost: u64,
+        carry: &mut Counters,
+    ) -> Result<bool, StoreError> {
+        let given = self.write(carry, |tx, delta, now| {
+            let Some(stored) = buckets::load(tx, key, delta)? else {
+                return Ok(false);
+            };
+            let milli = cost.saturating_mul(crate::core::bucket::MILLI);
+            let Some(r) = crate::core::bucket::refund(Some(stored.bucket), policy, milli, now)
+            else {
+                return Ok(false);
+            };
+            delta.counters.clock_regressions += u64::from(r.clock_regressed);
+            if r.given == 0 {
+                return Ok(false);
+            }
+            buckets::write(tx, key, Some(&stored), &r.bucket, policy, None, now, delta)?;
+            delta.refilled = true;
+            Ok(true)
+        });
+        super::taken(carry, given)
+    }
+}
+
 impl super::Nodes for SqliteStore {
     fn node_of(&mut self, _: &BucketKey) -> Option<String> {
         None

@@ -1,0 +1,302 @@
+//! Giving tokens back (`ratelimit_refund()`; Laravel's `decrement()`, an `attempt()` whose
+//! callback threw; rate-limiter-flexible's `reward()`): one step of the store, as a decision is,
+//! computed here once for every backend.
+//!
+//! A refund brings the bucket up to `now` first (a window that has ended is rolled, so what it
+//! used is not touched: the refund then gives nothing), then:
+//! - a token bucket gets the milli-tokens back, never past its capacity;
+//! - a token bucket in debt (reservations booked ahead, see [`Bucket::book`]) has its booked
+//!   instant moved earlier by the time the milli-tokens take to earn, rounded down (so that it
+//!   can only withhold, never mint), never before `now` nor before its latest booking's
+//!   decision; what is left once the debt is paid is held as tokens, up to the capacity. A
+//!   booking already told to wait keeps its instant: the queue behind it only gets shorter;
+//! - a fixed or sliding window has its current window's count lowered, never below 0 (so it
+//!   never allows more than its limit); the previous window of a sliding one has ended and is
+//!   left alone.
+//!
+//! A missing bucket is left missing (nothing to give back to: it is full already). A clock
+//! read earlier than the stored one earns nothing and rolls no window here either.
+
+use super::*;
+
+/// A refund's outcome: the state to write back when `given > 0` (nothing to write otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refunded {
+    pub bucket: Bucket,
+    /// Milli-tokens given back: 0 when the bucket was full or its window empty or ended.
+    pub given: u64,
+    pub clock_regressed: bool,
+}
+
+/// Returns up to `milli` milli-tokens to `stored` (refilled to `now` under `policy`, converted
+/// if it was written under another policy); None for a missing bucket.
+pub fn refund(stored: Option<Bucket>, policy: &Policy, milli: u64, now: i64) -> Option<Refunded> {
+    let Refilled {
+        bucket: mut b,
+        clock_regressed,
+    } = stored?.refill(policy, now);
+    let given = match policy.kind {
+        Kind::TokenBucket if b.prev != 0 && b.stamp > now => b.pay_debt(policy, milli, now),
+        Kind::TokenBucket => {
+            let before = b.tokens.min(policy.capacity());
+            b.tokens = before.saturating_add(milli).min(policy.capacity());
+            b.tokens - before
+        }
+        Kind::FixedWindow | Kind::SlidingWindow => {
+            let give = milli.min(b.tokens);
+            b.tokens -= give;
+            give
+        }
+    };
+    Some(Refunded {
+        bucket: b,
+        given,
+        clock_regressed,
+    })
+}
+
+impl Bucket {
+    /// A token bucket in debt given `milli` back (see the module's comment); what it was given.
+    fn pay_debt(&mut self, policy: &Policy, milli: u64, now: i64) -> u64 {
+        let (cap, per) = (policy.capacity() as u128, policy.per_ms as u128);
+        // Never before the latest booking's decision: a clock read earlier than it ran backwards.
+        let floor = now.max(self.prev.min(i64::MAX as u64) as i64);
+        let gap = self.stamp.abs_diff(floor) as u128;
+        // The time `milli` take to earn, rounded down: it earns at most `milli`.
+        let back = milli as u128 * per / cap;
+        if self.stamp > floor && back < gap {
+            self.stamp -= back as i64;
+            return (back * cap / per).min(milli as u128) as u64;
+        }
+        // The debt is paid: what is left over is held from `floor` on.
+        let owed = if self.stamp > floor {
+            self.owed(policy, floor)
+        } else {
+            0
+        };
+        let tokens = milli.saturating_sub(owed).min(policy.capacity());
+        *self = Self::tokens_at(tokens, floor);
+        owed.min(milli) + tokens
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::decision::{decide, peek, Ask};
+    use crate::core::lease::Slots;
+    use proptest::prelude::*;
+
+    fn policy(limit: u64, per_ms: u64, kind: Kind) -> Policy {
+        Policy::new(limit, per_ms).unwrap().with_kind(kind)
+    }
+
+    fn kinds() -> impl Strategy<Value = Kind> {
+        prop::sample::select(Kind::ALL.to_vec())
+    }
+
+    #[test]
+    fn a_missing_bucket_is_left_missing() {
+        for kind in Kind::ALL {
+            assert_eq!(refund(None, &policy(5, 1_000, kind), 3_000, 7), None);
+        }
+    }
+
+    #[test]
+    fn a_token_bucket_gets_its_tokens_back_up_to_its_capacity() {
+        let p = policy(5, 60_000, Kind::TokenBucket);
+        let r = refund(Some(Bucket::tokens_at(1_000, 100)), &p, 3_000, 100).unwrap();
+        assert_eq!((r.bucket.tokens, r.given), (4_000, 3_000));
+        let r = refund(Some(r.bucket), &p, 3_000, 100).unwrap();
+        assert_eq!((r.bucket.tokens, r.given), (5_000, 1_000));
+        let r = refund(Some(r.bucket), &p, 3_000, 100).unwrap();
+        assert_eq!((r.bucket.tokens, r.given), (5_000, 0));
+    }
+
+    #[test]
+    fn a_fixed_window_lowers_its_count_never_below_zero() {
+        let p = policy(5, 10_000, Kind::FixedWindow);
+        let mut b = Bucket::full(&p, 0);
+        b.take(&p, 3_000, 0);
+        let r = refund(Some(b), &p, 2_000, 4_000).unwrap();
+        assert_eq!(
+            (r.bucket.tokens, r.bucket.stamp, r.given),
+            (1_000, 0, 2_000)
+        );
+        let r = refund(Some(r.bucket), &p, 2_000, 4_000).unwrap();
+        assert_eq!((r.bucket.tokens, r.given), (0, 1_000));
+    }
+
+    #[test]
+    fn a_window_that_has_ended_is_left_alone() {
+        let p = policy(5, 10_000, Kind::FixedWindow);
+        let mut b = Bucket::full(&p, 0);
+        b.take(&p, 3_000, 0);
+        let r = refund(Some(b), &p, 2_000, 10_000).unwrap();
+        assert_eq!((r.bucket.tokens, r.given), (0, 0));
+    }
+
+    #[test]
+    fn a_sliding_window_leaves_the_previous_window_alone() {
+        let p = policy(4, 10_000, Kind::SlidingWindow);
+        let b = Bucket {
+            tokens: 1_000,
+            stamp: 10_000,
+            prev: 4_000,
+            kind: Kind::SlidingWindow,
+        };
+        let r = refund(Some(b), &p, 3_000, 12_000).unwrap();
+        assert_eq!((r.bucket.tokens, r.bucket.prev, r.given), (0, 4_000, 1_000));
+    }
+
+    #[test]
+    fn a_debt_is_paid_by_moving_the_booked_instant_earlier() {
+        // 1 token per second; booked 3 s ahead at t = 1000.
+        let p = policy(1, 1_000, Kind::TokenBucket);
+        let debt = Bucket {
+            tokens: 0,
+            stamp: 4_000,
+            prev: 1_000,
+            kind: Kind::TokenBucket,
+        };
+        let r = refund(Some(debt), &p, 2_000, 1_000).unwrap();
+        assert_eq!(
+            (r.bucket.stamp, r.bucket.prev, r.given),
+            (2_000, 1_000, 2_000)
+        );
+        // 5 back on a debt of 3: paid, and 1 held (the capacity), from now.
+        let r = refund(Some(debt), &p, 5_000, 1_000).unwrap();
+        assert_eq!(r.bucket, Bucket::tokens_at(1_000, 1_000));
+        assert_eq!(r.given, 4_000);
+    }
+
+    #[test]
+    fn a_debt_read_by_a_clock_before_its_booking_is_paid_from_the_booking_on() {
+        let p = policy(1, 1_000, Kind::TokenBucket);
+        let debt = Bucket {
+            tokens: 0,
+            stamp: 4_000,
+            prev: 1_000,
+            kind: Kind::TokenBucket,
+        };
+        let r = refund(Some(debt), &p, 9_000, 500).unwrap();
+        assert_eq!(r.bucket, Bucket::tokens_at(1_000, 1_000));
+    }
+
+    /// A random state reached by a random sequence of admissions, with the time of the last.
+    fn reached(p: &Policy, steps: &[(i64, u64)]) -> (Bucket, i64) {
+        let mut now = 1_000_000i64;
+        let mut b = Bucket::full(p, now);
+        for &(dt, cost) in steps {
+            now = (now + dt).max(0);
+            b = decide(
+                Some(b),
+                &Ask::new(*p, cost.min(p.limit()), 0),
+                Slots::default(),
+                now,
+            )
+            .bucket;
+        }
+        (b, now)
+    }
+
+    proptest! {
+        /// Taking k tokens and giving k back leaves the bucket as if untouched: every later
+        /// peek answers the same.
+        #[test]
+        fn take_then_refund_is_untouched(
+            kind in kinds(), limit in 1u64..20, per_ms in 1u64..100_000,
+            steps in prop::collection::vec((-2_000i64..50_000, 1u64..5), 0..30),
+            k in 1u64..20, later in prop::collection::vec(0i64..200_000, 1..8),
+        ) {
+            let p = policy(limit, per_ms, kind);
+            let (b, now) = reached(&p, &steps);
+            let k = k.min(limit);
+            let d = decide(Some(b), &Ask::new(p, k, 0), Slots::default(), now);
+            prop_assume!(d.verdict.allowed);
+            let r = refund(Some(d.bucket), &p, k * MILLI, now).unwrap();
+            prop_assert_eq!(r.given, k * MILLI);
+            for dt in later {
+                prop_assert_eq!(peek(Some(r.bucket), &p, now + dt), peek(Some(b), &p, now + dt));
+            }
+        }
+
+        /// No refund, however large, of any state at any clock, holds more than the capacity,
+        /// gives more than asked, or makes a later call get more than a full bucket would.
+        #[test]
+        fn a_refund_never_passes_the_capacity(
+            kind in kinds(), limit in 1u64..20, per_ms in 1u64..100_000,
+            steps in prop::collection::vec((-2_000i64..50_000, 1u64..5), 0..30),
+            milli in 1u64..100_000, back in -100_000i64..100_000,
+        ) {
+            let p = policy(limit, per_ms, kind);
+            let (b, now) = reached(&p, &steps);
+            let at = now + back;
+            let r = refund(Some(b), &p, milli, at).unwrap();
+            prop_assert!(r.given <= milli);
+            prop_assert!(r.bucket.available(&p, at) <= p.capacity());
+            let full = peek(None, &p, at);
+            prop_assert!(peek(Some(r.bucket), &p, at).remaining <= full.remaining);
+        }
+
+        /// A reservation given back leaves no more available, now or later, than before it
+        /// was booked: paying a debt mints nothing.
+        #[test]
+        fn a_booking_given_back_mints_nothing(
+            limit in 1u64..20, per_ms in 1u64..100_000,
+            steps in prop::collection::vec((-2_000i64..50_000, 1u64..5), 0..30),
+            k in 1u64..60, later in prop::collection::vec(0i64..500_000, 1..8),
+        ) {
+            let p = policy(limit, per_ms, Kind::TokenBucket);
+            let (b, now) = reached(&p, &steps);
+            let d = decide(Some(b), &Ask::new(p, k, 0).reserving(u64::MAX), Slots::default(), now);
+            prop_assert!(d.verdict.allowed);
+            let r = refund(Some(d.bucket), &p, k * MILLI, now).unwrap();
+            for dt in later {
+                let (was, is) = (peek(Some(b), &p, now + dt), peek(Some(r.bucket), &p, now + dt));
+                prop_assert!(is.remaining <= was.remaining, "at +{}: {:?} > {:?}", dt, is, was);
+            }
+        }
+
+        /// Whatever the sequence of admissions and refunds of what was admitted, the tokens
+        /// kept never exceed one bucket plus what the elapsed time earned.
+        #[test]
+        fn refunds_of_what_was_taken_keep_the_bound(
+            kind in kinds(), limit in 1u64..20, per_ms in 1u64..100_000,
+            steps in prop::collection::vec((-5_000i64..20_000, 1u64..5, any::<bool>()), 1..200),
+        ) {
+            let p = policy(limit, per_ms, kind);
+            let start = 1_000_000i64;
+            let (mut now, mut latest) = (start, start);
+            let mut b = Bucket::full(&p, now);
+            let (mut kept, mut owed_back): (u128, u64) = (0, 0);
+            for (dt, cost, give_back) in steps {
+                now = (now + dt).max(0);
+                latest = latest.max(now);
+                if give_back && owed_back > 0 {
+                    let r = refund(Some(b), &p, owed_back, now).unwrap();
+                    b = r.bucket;
+                    kept -= r.given as u128;
+                    owed_back -= r.given;
+                    continue;
+                }
+                let cost = cost.min(limit);
+                let d = decide(Some(b), &Ask::new(p, cost, 0), Slots::default(), now);
+                b = d.bucket;
+                if d.verdict.allowed {
+                    kept += (cost * MILLI) as u128;
+                    owed_back += cost * MILLI;
+                }
+            }
+            // A window's count is bounded per window: at most one window more than elapsed
+            // periods (and a sliding window's is tighter).
+            let periods = (latest - start) as u128 / per_ms as u128 + 1;
+            let bound = match kind {
+                Kind::TokenBucket => p.capacity() as u128
+                    + (latest - start) as u128 * p.capacity() as u128 / per_ms as u128,
+                _ => periods * p.capacity() as u128,
+            };
+            prop_assert!(kept <= bound, "kept {} > bound {}", kept, bound);
+        }
+    }
+}
