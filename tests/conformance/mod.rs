@@ -125,6 +125,11 @@ macro_rules! conformance_suite {
             reservations_decide_as_the_core,
             concurrent_reservations_book_distinct_instants,
             a_read_between_a_booking_and_its_instant_is_no_clock_regression,
+            a_refund_gives_tokens_back_up_to_the_capacity,
+            a_refund_of_a_missing_bucket_leaves_it_missing,
+            a_refund_lowers_a_window_and_leaves_an_ended_one_alone,
+            a_refund_ends_a_repeated_denial,
+            refunds_are_the_cores,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -1532,4 +1537,151 @@ pub fn a_read_between_a_booking_and_its_instant_is_no_clock_regression<B: Backen
     let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
     assert_eq!(v.reason, Reason::Rate);
     assert_eq!(s.stats(&mut none()).unwrap().counters.clock_regressions, 1);
+}
+
+fn refund<S: Store>(s: &mut S, k: &BucketKey, p: &Policy, cost: u64) -> bool {
+    s.refund(k, p, cost, &mut none()).unwrap()
+}
+
+/// A token bucket emptied and given tokens back: they come back, never past its limit, and
+/// a full bucket gets nothing.
+pub fn a_refund_gives_tokens_back_up_to_the_capacity<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let p = Policy::new(3, 3_600_000).unwrap();
+    assert!(allowed(&mut s, &key(1), &Ask::new(p, 3, 0)));
+    assert!(refund(&mut s, &key(1), &p, 2));
+    assert_eq!(peek_remaining(&mut s, &key(1), 3, 3_600_000), 2);
+    assert!(refund(&mut s, &key(1), &p, 5), "one of the five fits");
+    assert_eq!(peek_remaining(&mut s, &key(1), 3, 3_600_000), 3);
+    assert!(!refund(&mut s, &key(1), &p, 1), "a full bucket");
+    assert_eq!(peek_remaining(&mut s, &key(1), 3, 3_600_000), 3);
+}
+
+/// A subject that has no bucket gets none from a refund (it is full already).
+pub fn a_refund_of_a_missing_bucket_leaves_it_missing<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let p = Policy::new(3, 60_000).unwrap();
+    assert!(!refund(&mut s, &key(1), &p, 1));
+    assert_eq!(s.stats(&mut none()).unwrap().entries, 0);
+}
+
+/// A window's count goes down, never below 0; once its window has ended, a refund gives
+/// nothing and the next window starts afresh.
+pub fn a_refund_lowers_a_window_and_leaves_an_ended_one_alone<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::Kind;
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    for (n, kind) in [Kind::FixedWindow, Kind::SlidingWindow]
+        .into_iter()
+        .enumerate()
+    {
+        let k = key(10 + n as u8);
+        let p = Policy::new(3, 10_000).unwrap().with_kind(kind);
+        clock.set(T0);
+        assert!(allowed(&mut s, &k, &Ask::new(p, 3, 0)));
+        clock.set(T0 + 1_000);
+        assert!(refund(&mut s, &k, &p, 1));
+        let v = s.peek(&k, &p, &mut none()).unwrap();
+        // The same window: a fixed one still ends 10 s after its start.
+        let ends = if kind == Kind::FixedWindow {
+            9_000
+        } else {
+            v.reset_after_ms
+        };
+        assert_eq!((v.remaining, v.reset_after_ms), (1, ends), "{kind:?}");
+        assert!(refund(&mut s, &k, &p, 5), "{kind:?}");
+        assert!(
+            !refund(&mut s, &k, &p, 1),
+            "{kind:?}: nothing left to give back"
+        );
+        assert!(allowed(&mut s, &k, &Ask::new(p, 3, 0)));
+        clock.set(T0 + 25_000);
+        assert!(!refund(&mut s, &k, &p, 1), "{kind:?}: its window has ended");
+    }
+}
+
+/// A denial repeated (on a stack, by the worker's deny cache) ends when tokens come back.
+pub fn a_refund_ends_a_repeated_denial<B: Backend>(b: &B) {
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let a = ask(1, 3_600_000, 0);
+    assert!(allowed(&mut s, &key(1), &a));
+    assert!(!allowed(&mut s, &key(1), &a));
+    assert!(!allowed(&mut s, &key(1), &a));
+    assert!(refund(&mut s, &key(1), &a.policy, 1));
+    let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
+    assert_eq!((v.allowed, v.source), (true, Source::Store));
+}
+
+/// Random refunds among random decisions and reservations (time steps forward and back), on
+/// each policy: what the store gives back and every answer after it are the core's
+/// (`core::bucket::refund`), number for number.
+pub fn refunds_are_the_cores<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::{self, Bucket, Kind, MILLI};
+    use ratelimit::core::decision::{decide, peek};
+    use ratelimit::core::lease::Slots;
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let mut rng = Lcg(25);
+    for (n, kind) in Kind::ALL.into_iter().enumerate() {
+        let k = key(70 + n as u8);
+        let limit = 1 + rng.below(5);
+        let per = 1 + rng.below(900);
+        let p = Policy::new(limit, per).unwrap().with_kind(kind);
+        let mut now = T0;
+        let mut state: Option<Bucket> = None;
+        for step in 0..200 {
+            now += rng.below(500) as i64 - 100;
+            clock.set(now);
+            match rng.below(8) {
+                0 => {
+                    let got = s.peek(&k, &p, &mut none()).unwrap();
+                    assert_eq!(
+                        numbers(&got),
+                        numbers(&peek(state, &p, now)),
+                        "{kind:?} peek {step}"
+                    );
+                    continue;
+                }
+                1 | 2 => {
+                    let cost = 1 + rng.below(2 * limit);
+                    let want = bucket::refund(state, &p, cost * MILLI, now);
+                    let given = want.is_some_and(|r| r.given > 0);
+                    assert_eq!(
+                        refund(&mut s, &k, &p, cost),
+                        given,
+                        "{kind:?} refund {step}"
+                    );
+                    if given {
+                        state = want.map(|r| r.bucket);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let plain = Ask::new(p, 1 + rng.below(limit), 0);
+            let a = match rng.below(3) {
+                0 => plain.reserving(rng.below(3 * per)),
+                _ => plain,
+            };
+            let want = decide(state, &a, Slots::default(), now);
+            let got = s.acquire(&k, &a, 60_000, &mut none()).unwrap().verdict;
+            if got.source == Source::DenyCache {
+                deny_cache_answer_is_within_the_core(&got, &want.verdict, &format!("{step}"));
+                continue;
+            }
+            assert_eq!(
+                (numbers(&got), got.wait_ms, got.reserved),
+                (
+                    numbers(&want.verdict),
+                    want.verdict.wait_ms,
+                    want.verdict.reserved
+                ),
+                "{kind:?} step {step} {a:?}"
+            );
+            state = Some(want.bucket);
+        }
+    }
 }
