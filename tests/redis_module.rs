@@ -183,6 +183,15 @@ fn the_commands_declare_their_keys() {
         .query(&mut admin())
         .unwrap();
     assert_eq!(keys, ["l"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RL.REFUND")
+        .arg(1)
+        .arg("b")
+        .arg(&["", "5", "1000", "1", "0"])
+        .query(&mut admin())
+        .unwrap();
+    assert_eq!(keys, ["b"]);
 }
 
 #[test]
@@ -393,6 +402,14 @@ enum Op {
     },
     Release(usize),
     Reset(usize),
+    /// `ratelimit_refund()`.
+    Refund {
+        k: usize,
+        kind: PolicyKind,
+        limit: u64,
+        per_ms: u64,
+        cost: u64,
+    },
 }
 
 /// Any policy: calls on one bucket change it now and then, as an operator's change would.
@@ -456,7 +473,7 @@ fn op() -> impl Strategy<Value = Op> {
                 cost: cost.min(limit),
                 max_wait
             }),
-        (0usize..3, kind(), 1u64..6, per).prop_map(|(k, kind, limit, per_ms)| Op::Peek {
+        (0usize..3, kind(), 1u64..6, per.clone()).prop_map(|(k, kind, limit, per_ms)| Op::Peek {
             k,
             kind,
             limit,
@@ -464,6 +481,15 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         (0usize..8).prop_map(Op::Release),
         (0usize..3).prop_map(Op::Reset),
+        ((0usize..3, kind()), 1u64..6, per.clone(), 1u64..8).prop_map(
+            |((k, kind), limit, per_ms, cost)| Op::Refund {
+                k,
+                kind,
+                limit,
+                per_ms,
+                cost
+            }
+        ),
     ]
 }
 
@@ -623,6 +649,20 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
         Op::Reset(k) => s
             .reset(&bucket(*k), &mut none())
             .map(|b| format!("reset {b}")),
+        Op::Refund {
+            k,
+            kind,
+            limit,
+            per_ms,
+            cost,
+        } => ratelimit::storage::StoreExt::refund(
+            s,
+            &bucket(*k),
+            &Policy::new(*limit, *per_ms).unwrap().with_kind(*kind),
+            *cost,
+            &mut none(),
+        )
+        .map(|b| format!("refunded {b}")),
     };
     out.unwrap_or_else(|e| format!("error {:?}", e.kind()))
 }
