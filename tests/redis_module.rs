@@ -509,8 +509,8 @@ fn start_value() -> impl Strategy<Value = Option<String>> {
         });
     proptest::option::of(prop_oneof![
         5 => fields.clone(),
-        // A fixed window's previous window is always 0 (no write makes another).
-        2 => fields.clone().prop_map(|f| format!("{f} 1 0")),
+        // A fixed window's length (0: written before lengths were kept).
+        2 => (fields.clone(), prop_oneof![Just(0u64), 1u64..8_000]).prop_map(|(f, len)| format!("{f} 1 {len}")),
         2 => (fields, 0u64..7_000).prop_map(|(f, prev)| format!("{f} 2 {prev}")),
         1 => Just("garbage".to_string()),
         1 => Just(format!("0 {T0} {T0} {T0} 0 0 0 3 0")),

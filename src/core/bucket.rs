@@ -11,8 +11,10 @@
 //! **Fixed window** (Symfony's `fixed_window`, Laravel's `RateLimiter`): at most `limit` tokens
 //! in a window of `per` ms that starts at the first admission (not on a grid) and ends `per`
 //! later; then the next admission starts the next one. State: the milli-tokens used in the
-//! window and its start. Laravel's attempts are the tokens used, its `availableIn` the time to
-//! the window's end: one state serves both.
+//! window, its start and its length (the `per` of the admission that started it: a call with
+//! another `per` counts in the running window until that window's own end). Laravel's
+//! attempts are the tokens used, its `availableIn` the time to the window's end: one state
+//! serves both.
 //!
 //! **Sliding window** (Symfony's `sliding_window`): the tokens used in the current window plus
 //! those of the previous window weighted by the part of it still inside the sliding period,
@@ -232,7 +234,9 @@ pub struct Bucket {
     /// window's start.
     pub stamp: i64,
     /// Sliding window: milli-tokens used in the previous window. Token bucket: 0, or while in
-    /// debt the instant its latest booking was decided (see [`Bucket::book`]).
+    /// debt the instant its latest booking was decided (see [`Bucket::book`]). Fixed window:
+    /// the window's length in ms, the period of the call that started it (0 in a fresh window,
+    /// and in states written by builds that did not keep it: the call's period then).
     pub prev: u64,
     /// The policy the state was written under. A call with another one converts it first
     /// (see [`Bucket::refill`]).
@@ -287,7 +291,7 @@ impl Bucket {
         let bucket = match policy.kind {
             Kind::TokenBucket => self.refill_tokens(policy, now),
             Kind::FixedWindow => {
-                let ended = now >= after(self.stamp, policy.per_ms);
+                let ended = now >= after(self.stamp, self.window_ms(policy));
                 if self.tokens == 0 || ended {
                     Self::fresh(policy.kind, self.stamp.max(now))
                 } else {
@@ -420,9 +424,24 @@ impl Bucket {
             Kind::FixedWindow | Kind::SlidingWindow => {
                 if self.tokens == 0 && self.prev == 0 {
                     self.stamp = self.stamp.max(now);
+                    if policy.kind == Kind::FixedWindow {
+                        self.prev = policy.per_ms;
+                    }
                 }
                 self.tokens += milli;
             }
+        }
+    }
+
+    /// How long the current window lasts: a fixed window keeps the period of the call that
+    /// started it (see [`Bucket::prev`]), so that a call with another period neither ends it
+    /// early nor stretches it (Laravel's counter expires with the decay it was created with,
+    /// Symfony's window keeps its interval); a state written before it was kept (0), and any
+    /// other policy, last the call's period.
+    fn window_ms(&self, policy: &Policy) -> u64 {
+        match (policy.kind, self.kind) {
+            (Kind::FixedWindow, Kind::FixedWindow) if self.prev > 0 => self.prev.min(MAX_PER_MS),
+            _ => policy.per_ms,
         }
     }
 
@@ -430,7 +449,7 @@ impl Bucket {
     /// available if nothing else is taken; any instant not after `now` means "now".
     fn ready_at(&self, policy: &Policy, milli: u64) -> i64 {
         let cap = policy.capacity();
-        let end = after(self.stamp, policy.per_ms);
+        let end = after(self.stamp, self.window_ms(policy));
         match policy.kind {
             Kind::TokenBucket => {
                 if self.tokens >= milli {

@@ -292,6 +292,30 @@ fn a_fixed_window_starts_at_its_first_admission_and_resets_at_its_end() {
 }
 
 #[test]
+fn a_fixed_window_lasts_the_period_it_was_started_with() {
+    let short = Policy::new(5, 5_000).unwrap().with_kind(Kind::FixedWindow);
+    let long = Policy::new(5, 10_000).unwrap().with_kind(Kind::FixedWindow);
+    let take =
+        |b: Option<Bucket>, p: &Policy, t: i64| decide(b, &Ask::new(*p, 1, 0), Slots::default(), t);
+    let first = take(None, &short, 0);
+    // Read with a longer period, it still ends at 5 s: a call at 7 s starts a new window...
+    let seen = take(Some(first.bucket), &long, 1_000);
+    assert_eq!(
+        (seen.verdict.remaining, seen.verdict.reset_after_ms),
+        (3, 4_000)
+    );
+    let next = take(Some(first.bucket), &long, 7_000);
+    assert_eq!(next.verdict.remaining, 4, "a new window");
+    // ... which lasts 10 s, also when read with the shorter period.
+    let v = crate::core::decision::peek(Some(next.bucket), &short, 15_000);
+    assert_eq!((v.remaining, v.reset_after_ms), (4, 2_000));
+    assert_eq!(
+        crate::core::decision::peek(Some(next.bucket), &short, 17_000).remaining,
+        5
+    );
+}
+
+#[test]
 fn a_sliding_window_weighs_the_previous_window_as_symfony_does() {
     // Symfony's own example: 8 hits in the last window, 25 % into this one, 3 hits so far:
     // floor(0.75 * 8) + 3 = 9 of 10.

@@ -113,6 +113,16 @@ local function bucket(tokens, stamp, prev, kind)
   return { tokens = tokens, stamp = stamp, prev = prev or 0, kind = kind or TOKEN_BUCKET }
 end
 
+-- Bucket::window_ms: a fixed window lasts the period of the call that started it, kept in
+-- prev (0 in a state written before it was kept: the call's); any other policy the call's.
+local MAX_PER_MS = 10 ^ 12
+local function window_ms(p, b)
+  if p.kind == FIXED_WINDOW and b.kind == FIXED_WINDOW and b.prev > 0 then
+    return math.min(b.prev, MAX_PER_MS)
+  end
+  return p.per
+end
+
 -- Bucket::full: a limit seen for the first time.
 local function full(p, now)
   if p.kind == TOKEN_BUCKET then
@@ -175,10 +185,10 @@ local function refill(p, b, now)
   end
   local regressed = now < b.stamp and not in_debt(p, b, now)
   if p.kind == FIXED_WINDOW then
-    if b.tokens == 0 or now >= b.stamp + p.per then
+    if b.tokens == 0 or now >= b.stamp + window_ms(p, b) then
       return bucket(0, math.max(b.stamp, now), 0, p.kind), regressed
     end
-    return bucket(b.tokens, b.stamp, 0, p.kind), regressed
+    return bucket(b.tokens, b.stamp, b.prev, p.kind), regressed
   elseif p.kind == SLIDING_WINDOW then
     local finish = b.stamp + p.per
     if (b.tokens == 0 and b.prev == 0) or now >= finish + p.per then
@@ -227,6 +237,9 @@ local function take(p, b, milli, now)
   end
   if b.tokens == 0 and b.prev == 0 then
     b.stamp = math.max(b.stamp, now)
+    if p.kind == FIXED_WINDOW then
+      b.prev = p.per
+    end
   end
   b.tokens = b.tokens + milli
 end
@@ -234,7 +247,7 @@ end
 -- Bucket::ready_at: from when `milli` (<= cap) milli-tokens are available if nothing else is
 -- taken; any instant not after now means now.
 local function ready_at(p, b, milli)
-  local finish = b.stamp + p.per
+  local finish = b.stamp + window_ms(p, b)
   if p.kind == FIXED_WINDOW then
     if b.tokens + milli <= p.cap then
       return b.stamp
