@@ -362,32 +362,79 @@ $tests['the throttle middleware\'s headers, a named limit (Limit::perMinute(3))'
     return "5 requests at t0, one at t20, one at t60: both $s";
 };
 
-$tests['decrement() and an attempt() whose callback throws (known differences)'] = function () use ($compare, $laravel) {
-    [$s, $b] = $compare('differ', function (Closure $make, string $key) use ($laravel) {
+$tests['an attempt() whose callback throws charges nothing, and the exception goes on'] = function () use ($compare) {
+    [$s] = $compare('throws', function (Closure $make, string $key, Closure $at) {
+        $fail = function () {
+            throw new RuntimeException('callback failed');
+        };
         $l = $make();
         $l->hit($key, 60);
         $out = [];
-        try {
-            $l->attempt($key, 5, function () {
-                throw new RuntimeException('callback failed');
-            }, 60);
-        } catch (RuntimeException $e) {
-            $out[] = 'threw:a' . $l->attempts($key);
-        }
-        if ($laravel >= 11) {
+        foreach ([$key, "$key-fresh"] as $k) {
             try {
-                $out[] = 'decrement:' . $l->decrement($key, 60, 1);
-            } catch (LogicException $e) {
-                $out[] = 'decrement:LogicException';
+                $l->attempt($k, 5, $fail, 60);
+                $out[] = 'no exception';
+            } catch (RuntimeException $e) {
+                $out[] = 'threw a' . $l->attempts($k) . ' in' . $l->availableIn($k);
             }
         }
+        $at(10);
+        $l = $make();
+        $out[] = 't10 ' . var_export($l->attempt("$key-fresh", 1, fn () => 'ran', 60), true)
+            . ' a' . $l->attempts("$key-fresh") . ' in' . $l->availableIn("$key-fresh");
         return $out;
+    });
+    return "a hit, then attempt() whose callback throws; the same on a fresh key, and at t10 one that runs: both $s";
+};
+
+$tests['decrement() lowers the count in its window (Laravel 11 and later)'] = function () use ($compare, $laravel) {
+    if ($laravel < 11) {
+        return "RateLimiter $laravel has no decrement()";
+    }
+    [$s] = $compare('decr', function (Closure $make, string $key, Closure $at) {
+        $l = $make();
+        $out = [$l->hit($key, 60), $l->hit($key, 60), $l->hit($key, 60)];
+        $at(10);
+        $out[] = 'd' . $l->decrement($key, 60);
+        $at(20);
+        $out[] = 'd' . $l->decrement($key, 60, 2);
+        $out[] = 'a' . $l->attempts($key) . ' in' . $l->availableIn($key);
+        $at(30);
+        $out[] = 'h' . $l->hit($key, 60) . ' in' . $l->availableIn($key);
+        $at(61);
+        $l = $make();
+        $out[] = 't61 a' . $l->attempts($key) . ' in' . $l->availableIn($key);
+        $at(90);
+        $out[] = 't90 a' . $l->attempts($key);
+        return $out;
+    });
+    return "3 hits at t0 (decay 60), decrement at t10, decrement by 2 at t20, a hit at t30, reads at t61 and t90: both $s";
+};
+
+$tests['increment() by an amount below 1 (Laravel 10 and later)'] = function () use ($compare, $laravel) {
+    if ($laravel < 10) {
+        return 'RateLimiter 8 has no increment()';
+    }
+    [$s] = $compare('incneg', function (Closure $make, string $key) {
+        $l = $make();
+        return [$l->increment($key, 60, 4), $l->increment($key, 60, -3), $l->increment($key, 60, 0), $l->hit($key, 60)];
+    });
+    return "increment by 4, by -3, by 0, a hit: both $s";
+};
+
+$tests['a count below 0 (known difference)'] = function () use ($compare, $laravel) {
+    if ($laravel < 11) {
+        return "RateLimiter $laravel has no decrement()";
+    }
+    [$s, $b] = $compare('below0', function (Closure $make, string $key) {
+        $l = $make();
+        return [$l->decrement($key, 60), $l->hit($key, 60), $l->attempts($key)];
     }, judge: fn () => true);
-    $want = $laravel >= 11 ? 'threw:a2 decrement:LogicException' : 'threw:a2';
+    $want = '0 1 1';
     if ($b !== $want) {
         throw new Failed("bridge [$b], want [$want]");
     }
-    return "stock $s; bridge $b (the store gives nothing back: the attempt was taken before the callback ran)";
+    return "decrement of a fresh key, a hit, attempts: stock $s; bridge $b (a count never goes below 0 in the store)";
 };
 
 $tests['remaining() and retriesLeft() past the limit: what this version\'s stock answers'] = function () use ($compare) {
@@ -445,23 +492,22 @@ $tests['a fresh request counts a window that outlives its timer (resetAttempts, 
     return "hit at t0 (decay 10), resetAttempts at t5, hit at t6, a new request at t12: both $s";
 };
 
-// A known difference (docs/frameworks.md): the bridge's windows are read with the decay of the
-// call, so a later hit with a longer decay finds the first window still running. Stock: a new
-// window. Open: the count would have to keep its own decay.
-$tests['one key hit with two decays (known difference)'] = function () use ($compare) {
-    [$s, $b] = $compare('twodecays', function (Closure $make, string $key, Closure $at) {
+$tests['one key hit with two decays: each window lasts the decay it was started with'] = function () use ($compare) {
+    [$s] = $compare('twodecays', function (Closure $make, string $key, Closure $at) {
         $l = $make();
         $out = [$l->hit($key, 5)];
+        $at(2);
+        $out[] = $l->hit($key, 10) . ' in' . $l->availableIn($key);
         $at(7);
-        $out[] = $l->hit($key, 10);
-        $out[] = 'in' . $l->availableIn($key);
+        $out[] = $l->hit($key, 10) . ' in' . $l->availableIn($key);
+        $at(12);
+        $out[] = 'a' . $l->attempts($key) . ' ' . $l->hit($key, 5) . ' in' . $l->availableIn($key);
+        $at(17);
+        $l = $make();
+        $out[] = 't17 a' . $l->attempts($key) . ' in' . $l->availableIn($key);
         return $out;
-    }, judge: fn () => true);
-    $want = '1 2 in0';
-    if ($b !== $want) {
-        throw new Failed("bridge [$b], want [$want]");
-    }
-    return "hit (decay 5) at t0, hit (decay 10) at t7: stock $s; bridge $b (the first window read with the second decay)";
+    });
+    return "hit (decay 5) at t0, hit (decay 10) at t2 and t7, hit (decay 5) at t12, a new request at t17: both $s";
 };
 
 $tests['a decay of 0 seconds counts nothing, as stock\'s cache stores nothing for it'] = function () use ($compare) {

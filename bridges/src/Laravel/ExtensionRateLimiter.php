@@ -27,7 +27,11 @@ use RateLimit\Decision;
  *   (`availableIn()`) and the decay itself to a call that is not told it, as
  *   `attempts($key)` and `availableIn($key)` in a fresh request are not (so they answer
  *   from the stored state, not from defaults).
- * A fixed window's state (tokens used, start) does not depend on the limit it is read with,
+ * Each window lasts the decay of the hit that started it: the store keeps a fixed window's
+ * length with it, so a key hit with another decay counts in the running window until that
+ * window's own end, then starts one of the new decay, as stock's cache entries expire with the
+ * lifetime they were created with.
+ * A fixed window's state (tokens used, start, length) does not depend on the limit it is read with,
  * so one bucket serves both a count (limit 10^12) and an exact admission (`attempt()` takes
  * with limit `maxAttempts`: never more than `maxAttempts` callbacks per window, however many
  * workers race).
@@ -53,6 +57,9 @@ class ExtensionRateLimiter extends RateLimiter
 
     /** Window read for its state alone (10^9 s: no window has ended in it). */
     private const FOREVER = 1_000_000_000.0;
+
+    /** The shortest period (1 ms). */
+    private const SHORTEST = 0.001;
 
     private const POLICY = 'fixed_window';
 
@@ -241,11 +248,11 @@ class ExtensionRateLimiter extends RateLimiter
     public function attempts($key)
     {
         $k = $this->clean($key);
-        $decay = $this->decayOf($k);
-        if ($decay === null) {
-            return 0;
-        }
-        return self::COUNT - $this->peek($k, self::COUNT, (float) $decay, $this->scope)->remaining;
+        // A window keeps its own length (see the class comment): read over any period, a running
+        // one counts until its own end. The key's decay when known, for a count written by a
+        // build that kept no length; else the shortest period, which ends such a count.
+        $per = (float) ($this->decayOf($k) ?? self::SHORTEST);
+        return self::COUNT - $this->peek($k, self::COUNT, $per, $this->scope)->remaining;
     }
 
     /**
@@ -363,8 +370,7 @@ class ExtensionRateLimiter extends RateLimiter
     }
 
     /**
-     * The key's decay: told in this object, else its timer's, also of a timer that has ended (a
-     * count restarted after resetAttempts() outlives its timer); null when it has none.
+     * The key's decay: told in this object, else its running timer's; null when it has none.
      */
     private function decayOf(string $k): ?int
     {
@@ -394,8 +400,9 @@ class ExtensionRateLimiter extends RateLimiter
         if ($decay === null) {
             return null;
         }
-        // Read over a window of FOREVER, it ends FOREVER after its start: its own ends `decay` after.
-        $left = $d->resetAfter - self::FOREVER + $decay;
+        // A timer keeps its length, its decay: it ends at its own end whatever it is read over.
+        // One written by a build that kept no length ends FOREVER after its start.
+        $left = $d->resetAfter > self::FOREVER / 2 ? $d->resetAfter - self::FOREVER + $decay : $d->resetAfter;
         if ($left <= 0.0) {
             return null;
         }
