@@ -204,8 +204,9 @@ namespace {
      * - "token_bucket" (the default): a bucket holds `$limit` tokens and refills `$limit`
      *   tokens every `$per` seconds, continuously;
      * - "fixed_window": at most `$limit` tokens in a window of `$per` seconds that starts at
-     *   its first admission (`resetAfter` and `retryAfter`: until the window ends), then the
-     *   next admission starts the next window; Laravel's RateLimiter counts this way;
+     *   its first admission and keeps that admission's `$per` (`resetAfter` and `retryAfter`:
+     *   until the window ends), then the next admission starts the next window; Laravel's
+     *   RateLimiter counts this way;
      * - "sliding_window": the tokens of the current window plus those of the previous one
      *   weighted by the part of it still inside the last `$per` seconds (rounded down to whole
      *   tokens), as Symfony's sliding window.

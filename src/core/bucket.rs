@@ -92,9 +92,11 @@ impl Kind {
             }
             Kind::FixedWindow => {
                 "At most `$limit` in a window of `$per` seconds that starts at its first \
-                 admission (not on the clock's grid); the next admission after its end starts \
-                 the next one. `retryAfter`, `resetAfter` and `t`: until the window's end. \
-                 Symfony's `fixed_window`; Laravel's `RateLimiter` counts this way."
+                 admission (not on the clock's grid) and keeps that admission's `$per` (a call \
+                 with another `$per` counts in it until its end); the next admission after its \
+                 end starts the next one. `retryAfter`, `resetAfter` and `t`: until the \
+                 window's end. Symfony's `fixed_window`; Laravel's `RateLimiter` counts this \
+                 way."
             }
             Kind::SlidingWindow => {
                 "The current window's tokens plus the previous window's, weighted by the part \
