@@ -133,7 +133,7 @@ class ExtensionRateLimiter extends RateLimiter
             // timer this call started, if it did), and the exception goes on.
             $this->giveBack($k, $decay, 1);
             if ($started) {
-                ratelimit_refund(Key::subject($k), $decay, $decay, (float) $decay, $this->timerScope, self::POLICY);
+                $this->stopTimer($k, $decay);
             }
             throw $e;
         } finally {
@@ -445,6 +445,12 @@ class ExtensionRateLimiter extends RateLimiter
             cost: $decay,
             policy: self::POLICY,
         )->allowed;
+    }
+
+    /** Undoes startTimer()'s start: all `decay` tokens back, the timer's window empty again. */
+    private function stopTimer(string $k, int $decay): void
+    {
+        ratelimit_refund(Key::subject($k), $decay, $decay, (float) $decay, $this->timerScope, self::POLICY);
     }
 
     /** `$amount` attempts back to the key's count, in this window only (ratelimit_refund()). */
