@@ -898,6 +898,24 @@ mod tests {
     }
 
     #[test]
+    fn a_refund_the_store_cannot_take_gives_nothing_back_and_is_no_error() {
+        let (mut l, _) = limiter(&[ErrorKind::Timeout], true);
+        // Even with fail_open: a refund is never answered by it.
+        assert!(!l.refund(b"s", "default", &ask(0).policy, 1).unwrap());
+        assert!(
+            l.refund(b"s", "default", &ask(0).policy, 1).unwrap(),
+            "the store back"
+        );
+    }
+
+    #[test]
+    fn a_refund_on_a_misconfigured_store_is_the_calls_error() {
+        let (mut l, _) = limiter(&[ErrorKind::Misconfigured], false);
+        let e = l.refund(b"s", "default", &ask(0).policy, 1).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    }
+
+    #[test]
     fn addresses_share_a_key_however_they_are_spelled() {
         let (l, _) = limiter(&[], false);
         assert_eq!(l.key("a", b"::ffff:192.0.2.1"), l.key("a", b"192.0.2.1"));

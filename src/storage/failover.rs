@@ -715,6 +715,41 @@ mod tests {
         }
     }
 
+    fn refund(f: &mut Failover) -> Result<bool, StoreError> {
+        (f as &mut dyn Store).refund(&key(1), &ask(0).policy, 1, &mut Counters::default())
+    }
+
+    // Refunds.
+
+    #[test]
+    fn a_refund_goes_to_the_primary_and_never_opens_the_local_store() {
+        let h = host();
+        let mut w = h.worker();
+        assert!(acquire(&mut w, 0).unwrap().verdict.allowed);
+        assert!(refund(&mut w).unwrap());
+        assert_eq!(h.primary.0.borrow().buckets[&key(1).bucket].tokens, 2_000);
+        assert_eq!(h.opened.get(), 0);
+    }
+
+    #[test]
+    fn a_refund_that_cannot_reach_the_primary_gives_nothing_to_the_local_store() {
+        let h = host();
+        let mut w = h.worker();
+        h.primary.fail(Some(ErrorKind::Timeout));
+        let d = acquire(&mut w, 0).unwrap();
+        assert_eq!(
+            (d.verdict.allowed, d.verdict.source),
+            (true, Source::Fallback)
+        );
+        let e = refund(&mut w).unwrap_err();
+        assert!(e.kind().is_transient(), "{e}");
+        assert_eq!(
+            h.local.0.borrow().buckets[&key(1).bucket].tokens,
+            1_000,
+            "the local bucket keeps what it took"
+        );
+    }
+
     // The breaker.
 
     #[test]
