@@ -130,6 +130,7 @@ macro_rules! conformance_suite {
             a_refund_lowers_a_window_and_leaves_an_ended_one_alone,
             a_refund_ends_a_repeated_denial,
             refunds_are_the_cores,
+            refunds_racing_admissions_lose_and_mint_nothing,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -1683,5 +1684,43 @@ pub fn refunds_are_the_cores<B: Backend>(b: &B) {
             );
             state = Some(want.bucket);
         }
+    }
+}
+
+/// Threads with their own connections, each admitting and giving back what it was admitted,
+/// over and over, on one bucket of 5 (a day to refill): each step is atomic, so at every
+/// instant at most 5 are held, and once all is given back the bucket is exactly full.
+pub fn refunds_racing_admissions_lose_and_mint_nothing<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::Kind;
+    let clock = ManualClock::at(T0);
+    b.open(clock.clock());
+    for (n, kind) in Kind::ALL.into_iter().enumerate() {
+        let k = key(90 + n as u8);
+        let a = Ask::new(Policy::new(5, 86_400_000).unwrap().with_kind(kind), 1, 0);
+        let admitted: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..6)
+                .map(|_| {
+                    let clock = clock.clone();
+                    s.spawn(move || {
+                        let mut store = b.open(clock.clock());
+                        let mut admitted = 0;
+                        for _ in 0..40 {
+                            if allowed(&mut store, &k, &a) {
+                                admitted += 1;
+                                assert!(refund(&mut store, &k, &a.policy, 1), "{kind:?}");
+                            }
+                        }
+                        admitted
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert!(admitted >= 5, "{kind:?}: {admitted}");
+        let mut s = b.open(clock.clock());
+        assert_eq!(peek_remaining(&mut s, &k, 5, 86_400_000), 5, "{kind:?}");
+        // Full again: five more, and no sixth.
+        let more = (0..6).filter(|_| allowed(&mut s, &k, &a)).count();
+        assert_eq!(more, 5, "{kind:?}");
     }
 }
