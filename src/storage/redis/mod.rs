@@ -18,6 +18,7 @@ mod function;
 mod link;
 mod module;
 mod resolve;
+mod resp;
 
 pub use conn::Target;
 pub use module::path_name;
