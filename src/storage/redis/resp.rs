@@ -95,6 +95,51 @@ impl Reader {
     }
 }
 
+/// Writes a command into `out` (cleared first) as RESP, an array of `count` bulk strings,
+/// without the crate's `Cmd` (which copies every argument twice and allocates for each): the
+/// hot path's commands (`module.rs`). `count` must be the number of `args`.
+pub fn pack<'a>(out: &mut Vec<u8>, count: usize, args: impl IntoIterator<Item = &'a [u8]>) {
+    out.clear();
+    out.push(b'*');
+    decimal(out, count);
+    out.extend_from_slice(b"\r\n");
+    let mut n = 0;
+    for a in args {
+        out.push(b'$');
+        decimal(out, a.len());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+        n += 1;
+    }
+    debug_assert_eq!(n, count, "a command's count is its arguments'");
+}
+
+fn decimal(out: &mut Vec<u8>, mut v: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Sends a command [`pack`]ed and reads its reply as `T`, as the crate's `Cmd::query` does (an
+/// error reply is the call's error).
+pub fn query<T: redis::FromRedisValue>(
+    c: &mut dyn redis::ConnectionLike,
+    packed: &[u8],
+) -> RedisResult<T> {
+    Ok(redis::from_redis_value(
+        c.req_packed_command(packed)?.extract_error()?,
+    )?)
+}
+
 /// The line at `at` (without its CRLF) and where the next one starts; None while incomplete.
 fn line(b: &[u8], at: usize) -> Option<(&[u8], usize)> {
     let rest = b.get(at..)?;
@@ -181,13 +226,11 @@ fn build(b: &[u8], at: &mut usize, depth: usize) -> Option<Value> {
         } else {
             Value::SimpleString(std::str::from_utf8(l).ok()?.to_string())
         }),
-        // The crate parses integers from their trimmed text.
-        b':' => std::str::from_utf8(l)
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-            .map(Value::Int),
+        // Digits as Redis writes them; anything else as the crate does (its trimmed text).
+        b':' => Some(Value::Int(match length(l) {
+            Ok(n) => n,
+            Err(_) => std::str::from_utf8(l).ok()?.trim().parse().ok()?,
+        })),
         b'$' => {
             let n = length(l).ok()?;
             if n < 0 {
@@ -272,7 +315,8 @@ mod tests {
 
     #[test]
     fn a_decision_reply_of_ten_fields_is_read_whole() {
-        let bytes = b"*10\r\n:0\r\n:9000\r\n:0\r\n:6000\r\n:6000\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n";
+        let bytes =
+            b"*10\r\n:0\r\n:9000\r\n:0\r\n:6000\r\n:6000\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n";
         let v = one(bytes).unwrap();
         assert_eq!(v, crates(bytes));
         let Value::Array(items) = v else {
@@ -357,7 +401,8 @@ mod tests {
 
     #[test]
     fn a_reply_split_across_reads_anywhere_is_read_whole() {
-        let bytes: &[u8] = b"*10\r\n:0\r\n:9000\r\n:0\r\n:6000\r\n:6000\r\n:0\r\n$3\r\nabc\r\n:0\r\n:0\r\n:0\r\n";
+        let bytes: &[u8] =
+            b"*10\r\n:0\r\n:9000\r\n:0\r\n:6000\r\n:6000\r\n:0\r\n$3\r\nabc\r\n:0\r\n:0\r\n:0\r\n";
         let expected = crates(bytes);
         // Every cut into two reads, and one byte per read.
         for cut in 1..bytes.len() {
@@ -407,6 +452,20 @@ mod tests {
             let e = one(bytes).unwrap_err();
             assert_eq!(e.kind(), redis::ErrorKind::Parse, "{bytes:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_packed_command_is_the_crates_to_the_byte() {
+        let args: [&[u8]; 6] = [b"RL.ACQUIRE", b"1", b"rl:{ab}b:cd", b"", b"10", b"60000"];
+        let mut out = vec![b'x'; 3];
+        pack(&mut out, args.len(), args);
+        let mut cmd = redis::cmd("RL.ACQUIRE");
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        assert_eq!(out, cmd.get_packed_command());
+        pack(&mut out, 1, [&[b'y'; 1234][..]]);
+        assert_eq!(out, redis::cmd(&"y".repeat(1234)).get_packed_command());
     }
 
     /// A read interrupted by a signal is made again, as `read_exact` does.
