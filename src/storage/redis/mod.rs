@@ -600,7 +600,7 @@ impl Store for RedisStore {
             ask.policy.kind().code().to_string(),
         ];
         // A reservation's longest wait, a 13th argument (never the plain short form).
-        let mut args = args.to_vec();
+        let mut args = Vec::from(args);
         if let Some(max) = ask.max_wait_ms {
             args.push(match max {
                 u64::MAX => "inf".to_string(),
