@@ -201,10 +201,12 @@ fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
                     at = end;
                 }
             }
-            b'*' | b'~' | b'>' => pending += length(l)?.max(0) as u64,
-            b'%' => pending += 2 * length(l)?.max(0) as u64,
+            // Saturating: counts a server made up cannot overflow (nor ever be met: the
+            // reply stays incomplete until the call's deadline).
+            b'*' | b'~' | b'>' => pending = pending.saturating_add(length(l)?.max(0) as u64),
+            b'%' => pending = pending.saturating_add(2 * length(l)?.max(0) as u64),
             // An attribute's pairs, then the value they describe.
-            b'|' => pending += 2 * length(l)?.max(0) as u64 + 1,
+            b'|' => pending = pending.saturating_add(2 * length(l)?.max(0) as u64 + 1),
             _ => return Err(garbage("a RESP reply of an unknown type")),
         }
     }
@@ -466,6 +468,20 @@ mod tests {
         assert_eq!(out, cmd.get_packed_command());
         pack(&mut out, 1, [&[b'y'; 1234][..]]);
         assert_eq!(out, redis::cmd(&"y".repeat(1234)).get_packed_command());
+    }
+
+    /// Counts no reply could hold are never met: the reply stays incomplete (the caller's
+    /// deadline ends the wait), with no overflow.
+    #[test]
+    fn huge_counts_leave_a_reply_incomplete() {
+        // Ten maps of 10^18 - 1 pairs each: 2 * 10^19 values, past u64.
+        let mut bytes = b"*10\r\n".to_vec();
+        for _ in 0..10 {
+            bytes.extend(b"%999999999999999999\r\n");
+        }
+        assert_eq!(frame(&bytes).unwrap(), None);
+        let e = one(&bytes).unwrap_err();
+        assert!(e.is_io_error(), "{e}");
     }
 
     /// A read interrupted by a signal is made again, as `read_exact` does.
