@@ -136,7 +136,7 @@ impl Limiter {
                     policy: ask.policy,
                     cost: ask.cost,
                 };
-                let terms = Terms::of(Kind::Acquire, &[limit], ask.max_inflight);
+                let terms = || Terms::of(Kind::Acquire, &[limit], ask.max_inflight);
                 ask.request = self.request(scope, subject, request_id, terms);
                 self.store.acquire(&key, &ask, ttl, &mut self.unwritten)
             }
@@ -147,13 +147,14 @@ impl Limiter {
         Ok(acquired)
     }
 
-    /// The request id's remembered name in `scope`, with the call's terms, when it has one.
+    /// The request id's remembered name in `scope`, with the call's terms, when it has one
+    /// (the terms, a SHA-256, are computed only then).
     fn request(
         &self,
         scope: &str,
         subject: &[u8],
         id: Option<&[u8]>,
-        terms: Terms,
+        terms: impl FnOnce() -> Terms,
     ) -> Option<Request> {
         id.map(|id| Request {
             name: self.keys.request(
@@ -162,7 +163,7 @@ impl Limiter {
                 id,
             ),
             ttl_ms: self.settings.request_ttl_ms,
-            terms,
+            terms: terms(),
             replays: self.settings.request_replays,
         })
     }
@@ -247,7 +248,8 @@ impl Limiter {
                         cost: a.cost,
                     })
                     .collect();
-                let terms = Terms::of(Kind::AcquireAll, &limits, asks[0].max_inflight);
+                let inflight = asks[0].max_inflight;
+                let terms = || Terms::of(Kind::AcquireAll, &limits, inflight);
                 asks[0].request = self.request(scopes[0], subject, request_id, terms);
                 self.store
                     .acquire_all(&keys, &asks, ttl, &mut self.unwritten)

@@ -2,10 +2,11 @@
 //! resolution (see `resolve`), connect, the TLS handshake, AUTH and SELECT, every write and
 //! every read. The redis crate's connection gives each read the whole timeout again, so a
 //! reply trickling in a byte at a time held a call for 1.8 s of a 50 ms budget; here each read
-//! waits at most what is left. The crate still builds the commands, runs the scripts and
-//! parses the replies (its `ConnectionLike` and `Parser`).
+//! waits at most what is left. The crate still builds most commands and runs the scripts (its
+//! `ConnectionLike`); the replies are read by `resp`, one buffer per connection.
 
 use super::resolve;
+use super::resp::Reader;
 use redis::{ConnectionLike, RedisError, RedisResult, Value};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -202,7 +203,7 @@ pub enum Role {
 /// An open connection to one server.
 pub struct Link {
     stream: Stream,
-    parser: redis::Parser,
+    reader: Reader,
     db: i64,
 }
 
@@ -253,7 +254,7 @@ impl Link {
         };
         let mut link = Link {
             stream,
-            parser: redis::Parser::new(),
+            reader: Reader::new(),
             db: 0,
         };
         link.log_in(info.redis_settings(), role)?;
@@ -320,7 +321,7 @@ impl Link {
 
     fn read(&mut self) -> RedisResult<Value> {
         loop {
-            match self.parser.parse_value(&mut self.stream)? {
+            match self.reader.read(&mut self.stream)? {
                 // Not a reply (RESP3 pushes are never asked for; skipped if any comes).
                 Value::Push { .. } => continue,
                 v => return Ok(v),

@@ -96,11 +96,12 @@ fn may_have_changed(e: &StoreError) -> bool {
 /// `request_ttl_ms` 0) in the short form `RL.ACQUIRE` and acquire.lua both take: the bucket
 /// alone, then limit, period and cost, then the dry-run flag and the policy's code, each left
 /// out when it is `0` and nothing follows it. Every other call in full.
+/// Borrowed: the arguments are not copied.
 fn short_form<'a>(
     command: Command,
     keys: &'a [String],
     args: &'a [String],
-) -> (&'a [String], std::borrow::Cow<'a, [String]>) {
+) -> (&'a [String], Vec<&'a str>) {
     // acquire.lua's arguments after `now`: limit, per_ms, cost, max_inflight, lease_ttl_ms,
     // lease, dry_run, request_ttl_ms, bucket name, terms, replays, policy.
     match (command, keys, args) {
@@ -109,16 +110,16 @@ fn short_form<'a>(
             [bucket, ..],
             [limit, per, cost, inflight, _, _, dry, request, _, _, _, policy],
         ) if inflight == "0" && request == "0" => {
-            let mut short = vec![limit.clone(), per.clone(), cost.clone()];
+            let mut short = vec![limit.as_str(), per, cost];
             if dry == "1" || policy != "0" {
-                short.push(dry.clone());
+                short.push(dry);
             }
             if policy != "0" {
-                short.push(policy.clone());
+                short.push(policy);
             }
-            (std::slice::from_ref(bucket), short.into())
+            (std::slice::from_ref(bucket), short)
         }
-        _ => (keys, args.into()),
+        _ => (keys, args.iter().map(String::as_str).collect()),
     }
 }
 
@@ -176,13 +177,20 @@ impl RedisStore {
         if self.path == Path::Module {
             let now = self.now_arg();
             let (keys, args) = short_form(command, keys, args);
+            // `NAME numkeys keys.. now args..`, packed by hand (see `resp::pack`).
+            let numkeys = keys.len().to_string();
+            let mut packed = Vec::with_capacity(256);
+            super::resp::pack(
+                &mut packed,
+                3 + keys.len() + args.len(),
+                [command.name().as_bytes(), numkeys.as_bytes()]
+                    .into_iter()
+                    .chain(keys.iter().map(|k| k.as_bytes()))
+                    .chain([now.as_bytes()])
+                    .chain(args.iter().map(|a| a.as_bytes())),
+            );
             let r = self.conn.call_by(deadline, Route::Key(key), |c| {
-                redis::cmd(command.name())
-                    .arg(keys.len())
-                    .arg(keys)
-                    .arg(&now)
-                    .arg(&args)
-                    .query(c)
+                super::resp::query(c, &packed)
             });
             match r {
                 Err(e) if unknown_command(&e) => {

@@ -1,0 +1,503 @@
+//! The replies of our own connection (`link.rs`), read into `redis::Value` as the redis crate's
+//! parser makes them. The crate's parser (parser combinators over a buffer it zeroes before
+//! every read) cost a module decision more instructions than the rest of the client's work
+//! together (callgrind, issue 24): this reader keeps one buffer per connection, first finds
+//! where a reply ends without building anything, then builds it once.
+//!
+//! RESP2, what a connection that never sends `HELLO 3` receives, is built here. Anything rarer
+//! (an error reply, a RESP3 type, nesting deeper than the crate allows) is handed, as the
+//! complete reply's bytes, to the crate's own parser, so errors keep the crate's kinds and codes
+//! (`MOVED`, `ASK`, `NOSCRIPT`, ... as `conn.rs` classifies them).
+
+use redis::{RedisError, RedisResult, Value};
+use std::io::{self, Read};
+
+/// The first size of a connection's buffer: every reply of a decision fits in it.
+const FIRST: usize = 4096;
+
+/// The crate's limit on nesting (`MAX_RECURSE_DEPTH`): deeper replies go to its parser, which
+/// refuses them as it always did.
+const MAX_DEPTH: usize = 100;
+
+fn garbage(what: &'static str) -> RedisError {
+    RedisError::from(redis::ParsingError::from(what))
+}
+
+/// A connection's unread bytes, and the replies in them.
+pub struct Reader {
+    buf: Vec<u8>,
+    /// The unread bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Reader {
+    pub fn new() -> Self {
+        Self {
+            buf: vec![0; FIRST],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The next reply, reading from `src` until it is complete. A stream that ends inside a
+    /// reply is an `UnexpectedEof` I/O error, as the crate's parser reports it.
+    pub fn read<R: Read + ?Sized>(&mut self, src: &mut R) -> RedisResult<Value> {
+        loop {
+            let unread = &self.buf[self.start..self.end];
+            if let Some(len) = frame(unread)? {
+                let bytes = &unread[..len];
+                let v = match build(bytes, &mut 0, 0) {
+                    Some(v) => v,
+                    None => redis::parse_redis_value(bytes)?,
+                };
+                self.start += len;
+                if self.start == self.end {
+                    self.start = 0;
+                    self.end = 0;
+                }
+                return Ok(v);
+            }
+            self.fill(src)?;
+        }
+    }
+
+    /// Reads what `src` has into the free end of the buffer (moving the unread bytes to its
+    /// start, or doubling it, when it is full).
+    fn fill<R: Read + ?Sized>(&mut self, src: &mut R) -> RedisResult<()> {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else {
+                let len = self.buf.len() * 2;
+                self.buf.resize(len, 0);
+            }
+        }
+        loop {
+            match src.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Writes a command into `out` (cleared first) as RESP, an array of `count` bulk strings,
+/// without the crate's `Cmd` (which copies every argument twice and allocates for each): the
+/// hot path's commands (`module.rs`). `count` must be the number of `args`.
+pub fn pack<'a>(out: &mut Vec<u8>, count: usize, args: impl IntoIterator<Item = &'a [u8]>) {
+    out.clear();
+    out.push(b'*');
+    decimal(out, count);
+    out.extend_from_slice(b"\r\n");
+    let mut n = 0;
+    for a in args {
+        out.push(b'$');
+        decimal(out, a.len());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+        n += 1;
+    }
+    debug_assert_eq!(n, count, "a command's count is its arguments'");
+}
+
+fn decimal(out: &mut Vec<u8>, mut v: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Sends a command [`pack`]ed and reads its reply as `T`, as the crate's `Cmd::query` does (an
+/// error reply is the call's error).
+pub fn query<T: redis::FromRedisValue>(
+    c: &mut dyn redis::ConnectionLike,
+    packed: &[u8],
+) -> RedisResult<T> {
+    Ok(redis::from_redis_value(
+        c.req_packed_command(packed)?.extract_error()?,
+    )?)
+}
+
+/// The line at `at` (without its CRLF) and where the next one starts; None while incomplete.
+fn line(b: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let rest = b.get(at..)?;
+    let mut from = 0;
+    loop {
+        let cr = from + rest[from..].iter().position(|&c| c == b'\r')?;
+        match rest.get(cr + 1) {
+            Some(b'\n') => return Some((&rest[..cr], at + cr + 2)),
+            // A lone CR is part of the line, as the crate reads it (up to the first CRLF).
+            Some(_) => from = cr + 1,
+            None => return None,
+        }
+    }
+}
+
+/// A length or count: an optional `-`, then digits, as Redis writes them.
+fn length(l: &[u8]) -> RedisResult<i64> {
+    let (neg, digits) = match l.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, l),
+    };
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(garbage("a RESP length that is not a number"));
+    }
+    let n = digits
+        .iter()
+        .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+    Ok(if neg { -n } else { n })
+}
+
+/// How many bytes the first reply of `b` takes, or None while it is incomplete: its framing
+/// only, nothing built (a reply arriving in pieces is framed again at each piece).
+fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
+    let mut at = 0;
+    // Values still to frame: the reply itself, then the elements its aggregates announce.
+    let mut pending: u64 = 1;
+    while pending > 0 {
+        pending -= 1;
+        let Some(&kind) = b.get(at) else {
+            return Ok(None);
+        };
+        let Some((l, next)) = line(b, at + 1) else {
+            return Ok(None);
+        };
+        at = next;
+        match kind {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
+            b'$' | b'=' | b'!' => {
+                let n = length(l)?;
+                if n >= 0 {
+                    // The payload and its CRLF.
+                    let end = at + n as usize + 2;
+                    if b.len() < end {
+                        return Ok(None);
+                    }
+                    if &b[end - 2..end] != b"\r\n" {
+                        return Err(garbage("a RESP string not ended by CRLF"));
+                    }
+                    at = end;
+                }
+            }
+            // Saturating: counts a server made up cannot overflow (nor ever be met: the
+            // reply stays incomplete until the call's deadline).
+            b'*' | b'~' | b'>' => pending = pending.saturating_add(length(l)?.max(0) as u64),
+            b'%' => pending = pending.saturating_add(2 * length(l)?.max(0) as u64),
+            // An attribute's pairs, then the value they describe.
+            b'|' => pending = pending.saturating_add(2 * length(l)?.max(0) as u64 + 1),
+            _ => return Err(garbage("a RESP reply of an unknown type")),
+        }
+    }
+    Ok(Some(at))
+}
+
+/// The RESP2 value at `*at` of a complete reply (see [`frame`]), as the crate builds it; None
+/// for anything this reader leaves to the crate's parser.
+fn build(b: &[u8], at: &mut usize, depth: usize) -> Option<Value> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let kind = *b.get(*at)?;
+    let (l, next) = line(b, *at + 1)?;
+    *at = next;
+    match kind {
+        b'+' => Some(if l == b"OK" {
+            Value::Okay
+        } else {
+            Value::SimpleString(std::str::from_utf8(l).ok()?.to_string())
+        }),
+        // Digits as Redis writes them; anything else as the crate does (its trimmed text).
+        b':' => Some(Value::Int(match length(l) {
+            Ok(n) => n,
+            Err(_) => std::str::from_utf8(l).ok()?.trim().parse().ok()?,
+        })),
+        b'$' => {
+            let n = length(l).ok()?;
+            if n < 0 {
+                return Some(Value::Nil);
+            }
+            let s = b.get(*at..*at + n as usize)?.to_vec();
+            *at += n as usize + 2;
+            Some(Value::BulkString(s))
+        }
+        b'*' => {
+            let n = length(l).ok()?;
+            if n < 0 {
+                return Some(Value::Nil);
+            }
+            // At most one element per remaining byte: the reply is complete, so a count
+            // cannot ask for more than it holds.
+            let mut items = Vec::with_capacity((n as usize).min(b.len() - *at));
+            for _ in 0..n {
+                items.push(build(b, at, depth + 1)?);
+            }
+            Some(Value::Array(items))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gives its bytes in the pieces given, one piece per read, then the end of the stream.
+    struct Pieces(Vec<Vec<u8>>);
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let Some(first) = self.0.first_mut() else {
+                return Ok(0);
+            };
+            let n = first.len().min(buf.len());
+            buf[..n].copy_from_slice(&first[..n]);
+            first.drain(..n);
+            if first.is_empty() {
+                self.0.remove(0);
+            }
+            Ok(n)
+        }
+    }
+
+    fn whole(bytes: &[u8]) -> Pieces {
+        Pieces(vec![bytes.to_vec()])
+    }
+
+    fn one(bytes: &[u8]) -> RedisResult<Value> {
+        Reader::new().read(&mut whole(bytes))
+    }
+
+    /// What the crate's own parser makes of the same bytes.
+    fn crates(bytes: &[u8]) -> Value {
+        redis::parse_redis_value(bytes).unwrap()
+    }
+
+    #[test]
+    fn every_resp2_type_is_built_as_the_crate_builds_it() {
+        for bytes in [
+            &b"+OK\r\n"[..],
+            b"+PONG\r\n",
+            b":42\r\n",
+            b":-7\r\n",
+            b"$5\r\nhello\r\n",
+            b"$0\r\n\r\n",
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b"*0\r\n",
+            b"$4\r\na\r\nb\r\n",
+        ] {
+            assert_eq!(one(bytes).unwrap(), crates(bytes), "{bytes:?}");
+        }
+        assert_eq!(one(b":42\r\n").unwrap(), Value::Int(42));
+        assert_eq!(one(b"$-1\r\n").unwrap(), Value::Nil);
+        assert_eq!(one(b"+OK\r\n").unwrap(), Value::Okay);
+    }
+
+    #[test]
+    fn a_decision_reply_of_ten_fields_is_read_whole() {
+        let bytes =
+            b"*10\r\n:0\r\n:9000\r\n:0\r\n:6000\r\n:6000\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n";
+        let v = one(bytes).unwrap();
+        assert_eq!(v, crates(bytes));
+        let Value::Array(items) = v else {
+            panic!("not an array")
+        };
+        assert_eq!(items.len(), 10);
+        assert_eq!(items[1], Value::Int(9000));
+        assert_eq!(items[6], Value::BulkString(Vec::new()));
+    }
+
+    #[test]
+    fn nested_arrays_and_nils_inside_them_are_kept() {
+        // CLUSTER SLOTS' shape: ranges of [first, last, [host, port, id]].
+        let bytes = b"*2\r\n*3\r\n:0\r\n:5460\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n\
+                      *3\r\n$-1\r\n*0\r\n*1\r\n*-1\r\n";
+        let v = one(bytes).unwrap();
+        assert_eq!(v, crates(bytes));
+        assert_eq!(
+            v,
+            Value::Array(vec![
+                Value::Array(vec![
+                    Value::Int(0),
+                    Value::Int(5460),
+                    Value::Array(vec![
+                        Value::BulkString(b"127.0.0.1".to_vec()),
+                        Value::Int(7000),
+                        Value::BulkString(b"id".to_vec()),
+                    ]),
+                ]),
+                Value::Array(vec![
+                    Value::Nil,
+                    Value::Array(vec![]),
+                    Value::Array(vec![Value::Nil]),
+                ]),
+            ])
+        );
+    }
+
+    #[test]
+    fn an_error_reply_keeps_the_crates_kind_and_code() {
+        for bytes in [
+            &b"-MOVED 3999 127.0.0.1:6381\r\n"[..],
+            b"-ASK 3999 127.0.0.1:6381\r\n",
+            b"-ERR unknown command 'RL.ACQUIRE'\r\n",
+            b"-NOSCRIPT No matching script\r\n",
+            b"-RLCORRUPT a bucket value ratelimit did not write\r\n",
+        ] {
+            let v = one(bytes).unwrap();
+            assert_eq!(v, crates(bytes), "{bytes:?}");
+            let Value::ServerError(e) = &v else {
+                panic!("{v:?} is not an error")
+            };
+            let code = std::str::from_utf8(&bytes[1..]).unwrap();
+            assert!(code.starts_with(e.code()), "{code} / {}", e.code());
+        }
+        let e = one(b"-MOVED 3999 127.0.0.1:6381\r\n")
+            .unwrap()
+            .extract_error()
+            .unwrap_err();
+        assert_eq!(e.redirect_node(), Some(("127.0.0.1:6381", 3999)));
+    }
+
+    #[test]
+    fn an_error_inside_an_array_is_the_crates_too() {
+        let bytes = b"*3\r\n+OK\r\n-LOADING server is loading\r\n:1\r\n";
+        assert_eq!(one(bytes).unwrap(), crates(bytes));
+    }
+
+    #[test]
+    fn resp3_types_are_left_to_the_crates_parser() {
+        for bytes in [
+            &b"_\r\n"[..],
+            b"#t\r\n",
+            b",1.5\r\n",
+            b"%1\r\n+a\r\n:1\r\n",
+            b"~2\r\n:1\r\n:2\r\n",
+            b"*2\r\n:1\r\n%1\r\n+k\r\n_\r\n",
+        ] {
+            assert_eq!(one(bytes).unwrap(), crates(bytes), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn a_reply_split_across_reads_anywhere_is_read_whole() {
+        let bytes: &[u8] =
+            b"*10\r\n:0\r\n:9000\r\n:0\r\n:6000\r\n:6000\r\n:0\r\n$3\r\nabc\r\n:0\r\n:0\r\n:0\r\n";
+        let expected = crates(bytes);
+        // Every cut into two reads, and one byte per read.
+        for cut in 1..bytes.len() {
+            let mut src = Pieces(vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]);
+            assert_eq!(Reader::new().read(&mut src).unwrap(), expected, "cut {cut}");
+        }
+        let mut src = Pieces(bytes.iter().map(|b| vec![*b]).collect());
+        assert_eq!(Reader::new().read(&mut src).unwrap(), expected);
+    }
+
+    #[test]
+    fn replies_that_came_in_one_read_are_read_one_after_another() {
+        let mut src = whole(b"+OK\r\n:5\r\n$2\r\nab\r\n");
+        let mut r = Reader::new();
+        assert_eq!(r.read(&mut src).unwrap(), Value::Okay);
+        assert_eq!(r.read(&mut src).unwrap(), Value::Int(5));
+        assert_eq!(r.read(&mut src).unwrap(), Value::BulkString(b"ab".to_vec()));
+        // Nothing left: the stream's end.
+        let e = r.read(&mut src).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Io, "{e}");
+    }
+
+    #[test]
+    fn a_stream_that_ends_inside_a_reply_is_an_unexpected_end() {
+        let e = one(b"*2\r\n:1\r\n").unwrap_err();
+        assert!(e.is_io_error(), "{e}");
+        let e = one(b"$10\r\nabc").unwrap_err();
+        assert!(e.is_io_error(), "{e}");
+    }
+
+    #[test]
+    fn a_reply_larger_than_the_buffer_grows_it() {
+        let payload = vec![b'x'; 3 * FIRST + 17];
+        let mut bytes = format!("${}\r\n", payload.len()).into_bytes();
+        bytes.extend(&payload);
+        bytes.extend(b"\r\n:1\r\n");
+        let chunks = bytes.chunks(1000).map(<[u8]>::to_vec).collect();
+        let mut src = Pieces(chunks);
+        let mut r = Reader::new();
+        assert_eq!(r.read(&mut src).unwrap(), Value::BulkString(payload));
+        assert_eq!(r.read(&mut src).unwrap(), Value::Int(1));
+    }
+
+    #[test]
+    fn malformed_framing_is_a_parse_error() {
+        for bytes in [&b"?what\r\n"[..], b"$x\r\n", b"*1a\r\n", b"$2\r\nabcd\r\n"] {
+            let e = one(bytes).unwrap_err();
+            assert_eq!(e.kind(), redis::ErrorKind::Parse, "{bytes:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_packed_command_is_the_crates_to_the_byte() {
+        let args: [&[u8]; 6] = [b"RL.ACQUIRE", b"1", b"rl:{ab}b:cd", b"", b"10", b"60000"];
+        let mut out = vec![b'x'; 3];
+        pack(&mut out, args.len(), args);
+        let mut cmd = redis::cmd("RL.ACQUIRE");
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        assert_eq!(out, cmd.get_packed_command());
+        pack(&mut out, 1, [&[b'y'; 1234][..]]);
+        assert_eq!(out, redis::cmd(&"y".repeat(1234)).get_packed_command());
+    }
+
+    /// Counts no reply could hold are never met: the reply stays incomplete (the caller's
+    /// deadline ends the wait), with no overflow.
+    #[test]
+    fn huge_counts_leave_a_reply_incomplete() {
+        // Ten maps of 10^18 - 1 pairs each: 2 * 10^19 values, past u64.
+        let mut bytes = b"*10\r\n".to_vec();
+        for _ in 0..10 {
+            bytes.extend(b"%999999999999999999\r\n");
+        }
+        assert_eq!(frame(&bytes).unwrap(), None);
+        let e = one(&bytes).unwrap_err();
+        assert!(e.is_io_error(), "{e}");
+    }
+
+    /// A read interrupted by a signal is made again, as `read_exact` does.
+    #[test]
+    fn an_interrupted_read_is_made_again() {
+        struct Interrupting(bool, Pieces);
+        impl Read for Interrupting {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.0 = !self.0;
+                if self.0 {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                self.1.read(buf)
+            }
+        }
+        let mut src = Interrupting(false, Pieces(vec![b":1".to_vec(), b"\r\n".to_vec()]));
+        assert_eq!(Reader::new().read(&mut src).unwrap(), Value::Int(1));
+    }
+}
