@@ -8,6 +8,15 @@
 //! milli-tokens took to earn (rounded up), so a bucket polled faster than it earns keeps its
 //! fraction instead of losing it, and the rounding can only ever withhold, never mint.
 //!
+//! **Stepped bucket** (Symfony's `token_bucket`): a bucket of `limit` tokens that gets `amount`
+//! tokens back at each whole `per` milliseconds counted from its stamp, all at once, never more
+//! than `limit` (Symfony's `Rate::calculateNewTokensDuringInterval`). The stamp advances by whole
+//! periods only, so the steps keep their phase; a bucket found full again holds no information
+//! (a store may drop it), and its stamp restarts at the call that finds it so, as a new one
+//! would. Its tokens are those held at the stamp; a booking (see [`Bucket::book`]) moves the
+//! stamp ahead to the step that pays it and keeps there what that step leaves over, nothing of
+//! which is available before it.
+//!
 //! **Fixed window** (Symfony's `fixed_window`, Laravel's `RateLimiter`): at most `limit` tokens
 //! in a window of `per` ms that starts at the first admission (not on a grid) and ends `per`
 //! later; then the next admission starts the next one. State: the milli-tokens used in the
@@ -57,6 +66,8 @@ pub enum PolicyError {
     LimitTooLarge,
     PerTooSmall,
     PerTooLarge,
+    StepTooSmall,
+    StepTooLarge,
 }
 
 /// How a limit counts: the `policy` argument of the PHP functions.
@@ -66,10 +77,16 @@ pub enum Kind {
     TokenBucket,
     FixedWindow,
     SlidingWindow,
+    SteppedBucket,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingWindow];
+    pub const ALL: [Kind; 4] = [
+        Kind::TokenBucket,
+        Kind::FixedWindow,
+        Kind::SlidingWindow,
+        Kind::SteppedBucket,
+    ];
 
     /// The name PHP callers use (Symfony's policy names).
     pub fn as_str(self) -> &'static str {
@@ -77,6 +94,7 @@ impl Kind {
             Kind::TokenBucket => "token_bucket",
             Kind::FixedWindow => "fixed_window",
             Kind::SlidingWindow => "sliding_window",
+            Kind::SteppedBucket => "stepped_bucket",
         }
     }
 
@@ -99,6 +117,12 @@ impl Kind {
                  of it still inside the last `$per` seconds and rounded down to whole tokens \
                  (Symfony's `sliding_window`): a burst at a window's end still weighs on the \
                  next one. `retryAfter`: exactly when the weighted count lets the call in."
+            }
+            Kind::SteppedBucket => {
+                "A bucket of `$limit` tokens that gets `$amount` tokens (default `$limit`) back \
+                 at each whole `$per` seconds, all at once, counted from its first admission \
+                 (Symfony's `token_bucket`, whose `rate` is `$amount` per `$per`). `retryAfter`: \
+                 the step that brings the tokens; a bucket found full starts its steps anew."
             }
         }
     }
@@ -124,12 +148,19 @@ impl Kind {
             Kind::TokenBucket => 0,
             Kind::FixedWindow => 1,
             Kind::SlidingWindow => 2,
+            Kind::SteppedBucket => 3,
         }
     }
 
     /// A stored code; an unknown one (a damaged or newer file) is None.
     pub fn from_code(code: i64) -> Option<Self> {
         Self::ALL.into_iter().find(|k| i64::from(k.code()) == code)
+    }
+
+    /// A bucket of tokens (continuous or stepped), as opposed to a window: it holds tokens,
+    /// and a booking is a stamp ahead (see [`Bucket::book`]).
+    pub fn is_bucket(self) -> bool {
+        matches!(self, Kind::TokenBucket | Kind::SteppedBucket)
     }
 }
 
@@ -139,6 +170,8 @@ pub struct Policy {
     limit: u64,
     per_ms: u64,
     kind: Kind,
+    /// A stepped bucket's tokens per step (`limit` unless set; unused by the other kinds).
+    amount: u64,
 }
 
 impl Policy {
@@ -153,6 +186,7 @@ impl Policy {
                 limit,
                 per_ms,
                 kind: Kind::TokenBucket,
+                amount: limit,
             }),
         }
     }
@@ -160,6 +194,71 @@ impl Policy {
     /// The same limit and period, counted another way.
     pub fn with_kind(self, kind: Kind) -> Self {
         Self { kind, ..self }
+    }
+
+    /// The tokens a stepped bucket gets back at each step (`1..=MAX_LIMIT`; more than `limit`
+    /// fills it, as `limit` does).
+    pub fn with_amount(self, amount: u64) -> Result<Self, PolicyError> {
+        match amount {
+            0 => Err(PolicyError::StepTooSmall),
+            a if a > MAX_LIMIT => Err(PolicyError::StepTooLarge),
+            amount => Ok(Self { amount, ..self }),
+        }
+    }
+
+    /// A stepped bucket's tokens per step, as given.
+    pub fn amount(&self) -> u64 {
+        self.amount
+    }
+
+    /// The policy's code as the Redis scripts and the module take it: `Kind::code`, and for a
+    /// stepped bucket its amount after a colon (`3:100`), so that no argument is added.
+    pub fn code_arg(&self) -> String {
+        match self.kind {
+            Kind::SteppedBucket => format!("3:{}", self.amount),
+            k => k.code().to_string(),
+        }
+    }
+
+    /// Reads [`Self::code_arg`]'s text back onto `self` (limit and period); None when it is
+    /// not one.
+    pub fn with_code_arg(self, arg: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(arg).ok()?;
+        let (code, amount) = match text.split_once(':') {
+            Some((c, a)) => (c, Some(a)),
+            None => (text, None),
+        };
+        if code.len() != 1 {
+            return None;
+        }
+        let kind = Kind::from_code(code.parse().ok()?)?;
+        match (kind, amount) {
+            (Kind::SteppedBucket, Some(a))
+                if !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                self.with_kind(kind).with_amount(a.parse().ok()?).ok()
+            }
+            (Kind::SteppedBucket, _) | (_, Some(_)) => None,
+            (kind, None) => Some(self.with_kind(kind)),
+        }
+    }
+
+    /// A stepped bucket's milli-tokens per step, at most the capacity (a step of more fills
+    /// it all the same).
+    fn step_milli(&self) -> u64 {
+        self.amount.min(self.limit) * MILLI
+    }
+
+    /// A stepped bucket: the instant `milli` milli-tokens are held if `tokens` are held at
+    /// `stamp` (on its steps), counting the steps as if nothing capped them (a booking's
+    /// arithmetic, Symfony's negative tokens), saturating.
+    fn stepped_ready_at(&self, tokens: u64, stamp: i64, milli: u64) -> i64 {
+        if tokens >= milli {
+            return stamp;
+        }
+        let steps = (milli - tokens).div_ceil(self.step_milli()) as u128;
+        let ms = (steps * self.per_ms as u128).min(u64::MAX as u128) as u64;
+        after(stamp, ms)
     }
 
     /// Seconds (as given to PHP) to whole milliseconds, rounded to nearest.
@@ -264,7 +363,7 @@ impl Bucket {
     /// A limit seen for the first time: a full bucket, or a fresh window.
     pub fn full(policy: &Policy, now: i64) -> Self {
         let tokens = match policy.kind {
-            Kind::TokenBucket => policy.capacity(),
+            Kind::TokenBucket | Kind::SteppedBucket => policy.capacity(),
             Kind::FixedWindow | Kind::SlidingWindow => 0,
         };
         Self {
@@ -286,6 +385,7 @@ impl Bucket {
         let clock_regressed = now < self.stamp && !self.in_debt_at(policy, now);
         let bucket = match policy.kind {
             Kind::TokenBucket => self.refill_tokens(policy, now),
+            Kind::SteppedBucket => self.refill_steps(policy, now),
             Kind::FixedWindow => {
                 let ended = now >= after(self.stamp, policy.per_ms);
                 if self.tokens == 0 || ended {
@@ -355,6 +455,33 @@ impl Bucket {
         }
     }
 
+    /// A stepped bucket's refill: `amount` per whole period since the stamp, the stamp moved
+    /// by those periods only (the steps keep their phase); found full, it restarts at `now`.
+    fn refill_steps(self, policy: &Policy, now: i64) -> Self {
+        let cap = policy.capacity();
+        let tokens = self.tokens.min(cap);
+        if now < self.stamp {
+            // A booking's stamp ahead (or a clock that went back): nothing earned before it.
+            return Self { tokens, ..self };
+        }
+        let steps = now.abs_diff(self.stamp) / policy.per_ms;
+        let earned = (steps as u128 * policy.step_milli() as u128).min(cap as u128) as u64;
+        let kind = Kind::SteppedBucket;
+        if tokens + earned >= cap {
+            // Full: no information left, the steps start again from this call, as a new
+            // bucket's would.
+            Self {
+                kind,
+                ..Self::tokens_at(cap, now)
+            }
+        } else {
+            Self {
+                kind,
+                ..Self::tokens_at(tokens + earned, after(self.stamp, steps * policy.per_ms))
+            }
+        }
+    }
+
     /// A state written under another policy (a call with another `policy` on the same scope
     /// and subject), brought up to `now` as its own policy says, then restated under `policy`
     /// with exactly the milli-tokens it has available: the change mints nothing and forgets
@@ -377,7 +504,20 @@ impl Bucket {
         };
         let stamp = if owed > 0 { now } else { b.stamp.max(now) };
         let bucket = match policy.kind {
-            Kind::TokenBucket => Self::tokens_at(available, stamp),
+            // A debt stays a debt: booked again under the new bucket, from empty at `now`.
+            Kind::TokenBucket | Kind::SteppedBucket if owed > 0 => {
+                let mut nb = Self {
+                    kind: policy.kind,
+                    ..Self::tokens_at(0, now)
+                };
+                let wait = nb.book_wait(policy, owed, now);
+                nb.book(policy, owed, wait.max(1), now);
+                nb
+            }
+            Kind::TokenBucket | Kind::SteppedBucket => Self {
+                kind: policy.kind,
+                ..Self::tokens_at(available, stamp)
+            },
             Kind::FixedWindow | Kind::SlidingWindow => Self {
                 tokens: (policy.capacity() - available)
                     .saturating_add(owed)
@@ -407,6 +547,9 @@ impl Bucket {
         let cap = policy.capacity();
         match policy.kind {
             Kind::TokenBucket => self.tokens.min(cap),
+            // Booked: what the stamp's step leaves over is not there before it.
+            Kind::SteppedBucket if self.prev != 0 && now < self.stamp => 0,
+            Kind::SteppedBucket => self.tokens.min(cap),
             Kind::FixedWindow => cap.saturating_sub(self.tokens),
             Kind::SlidingWindow => cap.saturating_sub(self.sliding_used(policy, now)),
         }
@@ -416,7 +559,7 @@ impl Bucket {
     /// The first admission of a fresh window starts it.
     pub fn take(&mut self, policy: &Policy, milli: u64, now: i64) {
         match policy.kind {
-            Kind::TokenBucket => self.tokens -= milli,
+            Kind::TokenBucket | Kind::SteppedBucket => self.tokens -= milli,
             Kind::FixedWindow | Kind::SlidingWindow => {
                 if self.tokens == 0 && self.prev == 0 {
                     self.stamp = self.stamp.max(now);
@@ -438,6 +581,7 @@ impl Bucket {
                 }
                 after(self.stamp, policy.time_to_earn(milli - self.tokens))
             }
+            Kind::SteppedBucket => policy.stepped_ready_at(self.tokens, self.stamp, milli),
             Kind::FixedWindow => {
                 if self.tokens.saturating_add(milli) <= cap {
                     self.stamp
@@ -476,13 +620,15 @@ impl Bucket {
     /// Exact for a state returned by [`Self::refill`].
     pub fn book_wait(&self, policy: &Policy, milli: u64, now: i64) -> u64 {
         let need = match policy.kind {
-            Kind::TokenBucket => milli,
+            Kind::TokenBucket | Kind::SteppedBucket => milli,
             Kind::FixedWindow | Kind::SlidingWindow => milli.min(policy.capacity()),
         };
         let wait = self.wait_for(policy, need, now);
         match policy.kind {
             // A debt stops at MAX_BOOKED (a booking then waits until it).
-            Kind::TokenBucket if wait > 0 && now < MAX_BOOKED => wait.min(MAX_BOOKED.abs_diff(now)),
+            Kind::TokenBucket | Kind::SteppedBucket if wait > 0 && now < MAX_BOOKED => {
+                wait.min(MAX_BOOKED.abs_diff(now))
+            }
             _ => wait,
         }
     }
@@ -509,6 +655,22 @@ impl Bucket {
                 };
             }
             Kind::TokenBucket => self.take(policy, milli, now),
+            // The step that pays the booking (on the bucket's steps: `now + wait` is the
+            // instant `ready_at` found) keeps what it leaves over; nothing is there before.
+            Kind::SteppedBucket if wait > 0 => {
+                let decided = (now.max(1) as u64).max(self.prev);
+                let at = after(now, wait);
+                let steps = at.abs_diff(self.stamp.min(at)) / policy.per_ms;
+                let held = (self.tokens as u128 + steps as u128 * policy.step_milli() as u128)
+                    .min(policy.capacity() as u128) as u64;
+                *self = Self {
+                    tokens: held.saturating_sub(milli),
+                    stamp: at,
+                    prev: decided,
+                    kind: Kind::SteppedBucket,
+                };
+            }
+            Kind::SteppedBucket => self.take(policy, milli, now),
             Kind::FixedWindow | Kind::SlidingWindow => {
                 self.take(policy, 0, now);
                 self.tokens = self.tokens.saturating_add(milli).min(MAX_USED);
@@ -519,8 +681,8 @@ impl Bucket {
     /// A token bucket booked ahead (see [`Self::book`]) and not yet at its stamp, read at or
     /// after the booking's decision.
     fn in_debt_at(&self, policy: &Policy, now: i64) -> bool {
-        policy.kind == Kind::TokenBucket
-            && self.kind == Kind::TokenBucket
+        policy.kind.is_bucket()
+            && self.kind == policy.kind
             && self.prev != 0
             && now < self.stamp
             && now as i128 >= self.prev as i128
@@ -533,6 +695,13 @@ impl Bucket {
             return 0;
         }
         let ahead = self.stamp.abs_diff(now) as u128;
+        if policy.kind == Kind::SteppedBucket {
+            // The steps still to come up to the stamp's, less what it leaves over (Symfony's
+            // negative tokens).
+            let steps = ahead.div_ceil(policy.per_ms as u128);
+            let owed = (steps * policy.step_milli() as u128).saturating_sub(self.tokens as u128);
+            return owed.min(u64::MAX as u128) as u64;
+        }
         let owed = (ahead * policy.capacity() as u128).div_ceil(policy.per_ms as u128);
         owed.min(u64::MAX as u128) as u64
     }
@@ -542,7 +711,7 @@ impl Bucket {
     pub fn reserved(&self, policy: &Policy, now: i64) -> u64 {
         let cap = policy.capacity();
         let milli = match policy.kind {
-            Kind::TokenBucket => self.owed(policy, now),
+            Kind::TokenBucket | Kind::SteppedBucket => self.owed(policy, now),
             Kind::FixedWindow => self.tokens.saturating_sub(cap),
             Kind::SlidingWindow => self.sliding_used(policy, now).saturating_sub(cap),
         };
@@ -574,6 +743,7 @@ impl Bucket {
                 let need = policy.capacity().saturating_sub(self.tokens);
                 self.stamp.saturating_add(policy.time_to_earn(need) as i64)
             }
+            Kind::SteppedBucket => self.ready_at(policy, policy.capacity()),
             Kind::FixedWindow | Kind::SlidingWindow => self.ready_at(policy, policy.capacity()),
         }
     }

@@ -264,14 +264,14 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
 
 /// Whether a denial must still write the state it leaves (`decided`, from `stored`): a store
 /// may answer a denial without writing (SQLite's read snapshot), which is exact as long as
-/// the state is a function of the last written one and the time. A token bucket's refill is;
+/// the state is a function of the last written one and the time. A token bucket's refill is
+/// (a stepped one's too: refilling twice steps as refilling once);
 /// so is a window's roll while the clock runs forward, but a clock read earlier than a rolled
 /// window's start counts the rolled state at that start, and a state converted from another
 /// policy depends on when it was converted. Those are written, so that every store answers
 /// the same (each answer mints nothing either way).
 pub fn denial_writes(stored: &Bucket, decided: &Bucket, policy: &Policy) -> bool {
-    stored.kind != policy.kind()
-        || (policy.kind() != super::bucket::Kind::TokenBucket && stored != decided)
+    stored.kind != policy.kind() || (!policy.kind().is_bucket() && stored != decided)
 }
 
 /// Sets the verdict's numbers that tell the bucket as it stands at `now`: `remaining`,
