@@ -55,9 +55,9 @@ pub fn parse(v: &[u8]) -> Option<Stored> {
     };
     let (mut kind, mut prev) = (Kind::TokenBucket, 0);
     if n == 9 {
-        // One digit, 0 to 2 (Lua's `[012]`), then the previous window's milli-tokens.
+        // One digit, 0 to 3 (Lua's `[0123]`), then the previous window's milli-tokens.
         kind = match f[7] {
-            [c @ b'0'..=b'2'] => Kind::from_code(i64::from(c - b'0'))?,
+            [c @ b'0'..=b'3'] => Kind::from_code(i64::from(c - b'0'))?,
             _ => return None,
         };
         prev = unsigned(f[8])?;

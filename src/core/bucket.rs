@@ -243,6 +243,18 @@ impl Policy {
         }
     }
 
+    /// Milliseconds in which the whole limit comes back from empty (the `w` of the
+    /// `RateLimit-Policy` header): `per`, or for a stepped bucket its steps for `limit`.
+    pub fn window_ms(&self) -> u64 {
+        match self.kind {
+            Kind::SteppedBucket => {
+                let steps = self.limit.div_ceil(self.amount.min(self.limit)) as u128;
+                (steps * self.per_ms as u128).min(u64::MAX as u128) as u64
+            }
+            _ => self.per_ms,
+        }
+    }
+
     /// A stepped bucket's milli-tokens per step, at most the capacity (a step of more fills
     /// it all the same).
     fn step_milli(&self) -> u64 {

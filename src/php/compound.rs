@@ -132,7 +132,10 @@ pub fn limits_arg(call: &Call, i: usize) -> Result<Vec<Limit>, Error> {
                 return Err(value_error("amount", "must be greater than 0"));
             }
             policy = policy.with_amount(amount as u64).map_err(|_| {
-                value_error("amount", &format!("must be less than or equal to {MAX_LIMIT}"))
+                value_error(
+                    "amount",
+                    &format!("must be less than or equal to {MAX_LIMIT}"),
+                )
             })?;
         }
         out.push(Limit { policy, scope });

@@ -548,7 +548,7 @@ impl Store for RedisStore {
             hex(&key.bucket),
             terms,
             replays,
-            ask.policy.kind().code().to_string(),
+            ask.policy.code_arg(),
         ];
         // A reservation's longest wait, a 13th argument (never the plain short form).
         let mut args = args.to_vec();
@@ -612,7 +612,7 @@ impl Store for RedisStore {
             args.push(a.policy.per_ms().to_string());
             args.push(a.cost.to_string());
             args.push(u8::from(a.dry_run).to_string());
-            args.push(a.policy.kind().code().to_string());
+            args.push(a.policy.code_arg());
         }
         let reply: AcquireAllReply =
             self.step(Command::AcquireAll, &scripts().acquire_all, &names, &args)?;
