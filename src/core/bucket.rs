@@ -255,6 +255,22 @@ impl Policy {
         }
     }
 
+    /// `limit` per `per_ms` counted as a test vector's `policy` column says: a policy's name,
+    /// and for a stepped bucket its amount after a colon (`stepped_bucket:2`).
+    pub fn from_vector(limit: u64, per_ms: u64, column: &str) -> Option<Self> {
+        let (name, amount) = match column.split_once(':') {
+            Some((n, a)) => (n, Some(a.parse().ok()?)),
+            None => (column, None),
+        };
+        let p = Self::new(limit, per_ms)
+            .ok()?
+            .with_kind(Kind::from_name(name.as_bytes())?);
+        match amount {
+            Some(a) => p.with_amount(a).ok(),
+            None => Some(p),
+        }
+    }
+
     /// A stepped bucket's milli-tokens per step, at most the capacity (a step of more fills
     /// it all the same).
     fn step_milli(&self) -> u64 {

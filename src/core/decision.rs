@@ -552,8 +552,7 @@ mod tests {
             assert_eq!(f.len(), 14, "{line:?}");
             let n = |i: usize| f[i].parse::<u64>().unwrap();
             let now = 1_700_000_000_000 + f[6].parse::<i64>().unwrap();
-            let kind = super::super::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
-            let a = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(7), n(4));
+            let a = Ask::new(Policy::from_vector(n(1), n(2), f[3]).unwrap(), n(7), n(4));
             let (stored, leases) = state.entry(f[0]).or_default();
             leases.retain(|&e| super::super::lease::is_live(e, now));
             let slots = if a.max_inflight > 0 {
@@ -614,8 +613,7 @@ mod tests {
             assert_eq!(f.len(), 13, "{line:?}");
             let n = |i: usize| f[i].parse::<u64>().unwrap();
             let now = 1_700_000_000_000 + f[4].parse::<i64>().unwrap();
-            let kind = super::super::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
-            let plain = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(5), 0);
+            let plain = Ask::new(Policy::from_vector(n(1), n(2), f[3]).unwrap(), n(5), 0);
             let a = match f[6] {
                 "-" => plain,
                 "inf" => plain.reserving(u64::MAX),

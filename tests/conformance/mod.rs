@@ -401,7 +401,7 @@ pub fn the_decision_vectors_hold<B: Backend>(b: &B) {
         let n = cases.len() as u8 + 1;
         let k = *cases.entry(v.case.clone()).or_insert_with(|| key(n));
         clock.set(T0 + v.t);
-        let policy = Policy::new(v.limit, v.per_ms).unwrap().with_kind(v.kind);
+        let policy = v.policy;
         let a = Ask::new(policy, v.cost, v.inflight);
         let got = s.acquire(&k, &a, v.ttl_ms, &mut none()).unwrap().verdict;
         if got.source == Source::DenyCache {
@@ -616,8 +616,7 @@ pub fn the_reservation_vectors_hold<B: Backend>(b: &B) {
         let k = cases.len() as u8 + 80;
         let k = *cases.entry(f[0]).or_insert_with(|| key(k));
         clock.set(T0 + f[4].parse::<i64>().unwrap());
-        let kind = ratelimit::core::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
-        let plain = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(5), 0);
+        let plain = Ask::new(Policy::from_vector(n(1), n(2), f[3]).unwrap(), n(5), 0);
         let a = match f[6] {
             "-" => plain,
             "inf" => plain.reserving(u64::MAX),
@@ -654,7 +653,9 @@ pub mod vectors {
         pub case: String,
         pub limit: u64,
         pub per_ms: u64,
-        pub kind: ratelimit::core::bucket::Kind,
+        /// The limit, its period and its policy (`policy` column: a name, and for a stepped
+        /// bucket its amount after a colon).
+        pub policy: Policy,
         pub inflight: u64,
         pub ttl_ms: u64,
         pub t: i64,
@@ -674,7 +675,7 @@ pub mod vectors {
                     case: f[0].to_string(),
                     limit: n(1),
                     per_ms: n(2),
-                    kind: ratelimit::core::bucket::Kind::from_name(f[3].as_bytes())
+                    policy: Policy::from_vector(n(1), n(2), f[3])
                         .unwrap_or_else(|| panic!("{l:?}")),
                     inflight: n(4),
                     ttl_ms: n(5),
