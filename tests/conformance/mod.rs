@@ -655,7 +655,7 @@ pub mod vectors {
         pub per_ms: u64,
         /// The limit, its period and its policy (`policy` column: a name, and for a stepped
         /// bucket its amount after a colon).
-        pub policy: Policy,
+        pub policy: ratelimit::core::bucket::Policy,
         pub inflight: u64,
         pub ttl_ms: u64,
         pub t: i64,
@@ -675,7 +675,7 @@ pub mod vectors {
                     case: f[0].to_string(),
                     limit: n(1),
                     per_ms: n(2),
-                    policy: Policy::from_vector(n(1), n(2), f[3])
+                    policy: ratelimit::core::bucket::Policy::from_vector(n(1), n(2), f[3])
                         .unwrap_or_else(|| panic!("{l:?}")),
                     inflight: n(4),
                     ttl_ms: n(5),
