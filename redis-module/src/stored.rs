@@ -29,7 +29,7 @@ pub enum Read {
 }
 
 /// `^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)(.*)$` and, when something follows,
-/// `^ ([012]) (%d+)$`: the patterns of bucket.lua's `parse_bucket`.
+/// `^ ([0123]) (%d+)$`: the patterns of bucket.lua's `parse_bucket`.
 pub fn parse(v: &[u8]) -> Option<Stored> {
     // The fields in place (no allocation on a decision's path).
     let mut f: [&[u8]; 9] = [&[]; 9];

@@ -191,17 +191,31 @@ impl Policy {
         }
     }
 
-    /// The same limit and period, counted another way.
+    /// The same limit and period, counted another way. Only a stepped bucket keeps an amount
+    /// other than `limit`: the amount travels with the stepped policy's code alone (see
+    /// [`Self::code_arg`]), so that every backend reads a stored stepped bucket under another
+    /// policy with the same steps (of `limit`).
     pub fn with_kind(self, kind: Kind) -> Self {
-        Self { kind, ..self }
+        let amount = if kind == Kind::SteppedBucket {
+            self.amount
+        } else {
+            self.limit
+        };
+        Self {
+            kind,
+            amount,
+            ..self
+        }
     }
 
     /// The tokens a stepped bucket gets back at each step (`1..=MAX_LIMIT`; more than `limit`
-    /// fills it, as `limit` does).
+    /// fills it, as `limit` does). Checked for any policy, kept by a stepped bucket only (see
+    /// [`Self::with_kind`]): set the kind first.
     pub fn with_amount(self, amount: u64) -> Result<Self, PolicyError> {
         match amount {
             0 => Err(PolicyError::StepTooSmall),
             a if a > MAX_LIMIT => Err(PolicyError::StepTooLarge),
+            _ if self.kind != Kind::SteppedBucket => Ok(self),
             amount => Ok(Self { amount, ..self }),
         }
     }
@@ -279,14 +293,22 @@ impl Policy {
 
     /// A stepped bucket: the instant `milli` milli-tokens are held if `tokens` are held at
     /// `stamp` (on its steps), counting the steps as if nothing capped them (a booking's
-    /// arithmetic, Symfony's negative tokens), saturating.
+    /// arithmetic, Symfony's negative tokens). Never past [`MAX_BOOKED`] (a stamp before it):
+    /// some limits take longer than that (10^12 tokens, one every 10^9 s), and the Lua
+    /// scripts' doubles are exact below it. Earlier than the truth only there, where a caller
+    /// told to retry then is denied again, and a booking then holds nothing.
     fn stepped_ready_at(&self, tokens: u64, stamp: i64, milli: u64) -> i64 {
         if tokens >= milli {
             return stamp;
         }
         let steps = (milli - tokens).div_ceil(self.step_milli()) as u128;
         let ms = (steps * self.per_ms as u128).min(u64::MAX as u128) as u64;
-        after(stamp, ms)
+        let at = after(stamp, ms);
+        if stamp < MAX_BOOKED {
+            at.min(MAX_BOOKED)
+        } else {
+            at
+        }
     }
 
     /// Seconds (as given to PHP) to whole milliseconds, rounded to nearest.
@@ -532,16 +554,14 @@ impl Bucket {
         };
         let stamp = if owed > 0 { now } else { b.stamp.max(now) };
         let bucket = match policy.kind {
-            // A debt stays a debt: booked again under the new bucket, from empty at `now`.
-            Kind::TokenBucket | Kind::SteppedBucket if owed > 0 => {
-                let mut nb = Self {
-                    kind: policy.kind,
-                    ..Self::tokens_at(0, now)
-                };
-                let wait = nb.book_wait(policy, owed, now);
-                nb.book(policy, owed, wait.max(1), now);
-                nb
-            }
+            // A debt (only a bucket has one) stays a stamp ahead: nothing is there before the
+            // booked instant under the other bucket either (what a stepped booking would have
+            // left over at it is dropped: a change never gives).
+            Kind::TokenBucket | Kind::SteppedBucket if owed > 0 => Self {
+                tokens: 0,
+                kind: policy.kind,
+                ..b
+            },
             Kind::TokenBucket | Kind::SteppedBucket => Self {
                 kind: policy.kind,
                 ..Self::tokens_at(available, stamp)
@@ -727,8 +747,9 @@ impl Bucket {
             // The steps still to come up to the stamp's, less what it leaves over (Symfony's
             // negative tokens).
             let steps = ahead.div_ceil(policy.per_ms as u128);
+            // At most MAX_USED: a deep debt of forced charges stays exact in the scripts.
             let owed = (steps * policy.step_milli() as u128).saturating_sub(self.tokens as u128);
-            return owed.min(u64::MAX as u128) as u64;
+            return owed.min(MAX_USED as u128) as u64;
         }
         let owed = (ahead * policy.capacity() as u128).div_ceil(policy.per_ms as u128);
         owed.min(u64::MAX as u128) as u64

@@ -506,6 +506,13 @@ pub fn every_policy_decides_as_the_core<B: Backend>(b: &B) {
             }
             _ => 1 + rng.below(900),
         };
+        // A stepped bucket's amount, 1 to past the limit (drawn for it alone: the other
+        // policies' sequences stay as they were).
+        let amount = if kind == Kind::SteppedBucket {
+            1 + rng.below(limit + 1)
+        } else {
+            limit
+        };
         let mut kind = kind;
         let mut now = T0;
         let mut state: Option<Bucket> = None;
@@ -518,7 +525,11 @@ pub fn every_policy_decides_as_the_core<B: Backend>(b: &B) {
             if kind != Kind::TokenBucket && rng.below(20) == 0 {
                 kind = Kind::ALL[1 + rng.below(2) as usize];
             }
-            let p = Policy::new(limit, per).unwrap().with_kind(kind);
+            let p = Policy::new(limit, per)
+                .unwrap()
+                .with_kind(kind)
+                .with_amount(amount)
+                .unwrap();
             if rng.below(8) == 0 {
                 let got = s.peek(&k, &p, &mut none()).unwrap();
                 assert_eq!(numbers(&got), numbers(&peek(state, &p, now)), "peek {step}");
@@ -1432,7 +1443,16 @@ pub fn reservations_decide_as_the_core<B: Backend>(b: &B) {
         let k = key(60 + n as u8);
         let limit = 1 + rng.below(5);
         let per = 1 + rng.below(900);
-        let p = Policy::new(limit, per).unwrap().with_kind(kind);
+        let amount = if kind == Kind::SteppedBucket {
+            1 + rng.below(limit + 1)
+        } else {
+            limit
+        };
+        let p = Policy::new(limit, per)
+            .unwrap()
+            .with_kind(kind)
+            .with_amount(amount)
+            .unwrap();
         let mut now = T0;
         let mut state: Option<Bucket> = None;
         for step in 0..150 {

@@ -87,6 +87,9 @@ local function is_bucket(kind)
 end
 
 -- Policy::stepped_ready_at: when `milli` milli-tokens are held, `tokens` held at `stamp`.
+-- Never past MAX_BOOKED (a stamp before it): exact, since a product of 2^53 or more rounds to
+-- one that is still past it.
+local MAX_BOOKED = 2 ^ 52
 local function stepped_ready_at(p, tokens, stamp, milli)
   if tokens >= milli then
     return stamp
@@ -95,7 +98,11 @@ local function stepped_ready_at(p, tokens, stamp, milli)
   if r > 0 then
     steps = steps + 1
   end
-  return stamp + steps * p.per
+  local at = stamp + steps * p.per
+  if stamp < MAX_BOOKED then
+    at = math.min(at, MAX_BOOKED)
+  end
+  return at
 end
 
 -- Policy::earned: whole milli-tokens earned in `elapsed` ms, at most one full bucket. From
@@ -177,7 +184,8 @@ local function owed(p, b, now)
     if r > 0 then
       steps = steps + 1
     end
-    return math.max(0, steps * p.step - b.tokens)
+    -- At most MAX_USED (exact: a product past it stays past it when rounded).
+    return math.min(math.max(0, steps * p.step - b.tokens), 2 ^ 50 - 1)
   end
   local n, r = divmod(b.stamp - now, p.per)
   local q, rem = muldiv(r, p.cap, p.per)
@@ -195,7 +203,6 @@ local function in_debt(p, b, now)
     and now >= b.prev
 end
 
-local book_wait, book
 
 -- Bucket::refill: the bucket brought up to `now` (earnings credited, ended windows rolled),
 -- and whether the clock was seen going backwards (then nothing is earned, no window rolls and
@@ -218,10 +225,8 @@ local function refill(p, b, now)
       stamp = now
     end
     if is_bucket(p.kind) and debt > 0 then
-      -- A debt stays a debt: booked again under the new bucket, from empty at now.
-      local nb = bucket(0, now, 0, p.kind)
-      book(p, nb, debt, math.max(book_wait(p, nb, debt, now), 1), now)
-      return nb, regressed
+      -- A debt stays a stamp ahead: nothing before the booked instant under the other bucket.
+      return bucket(0, r.stamp, r.prev, p.kind), regressed
     end
     if is_bucket(p.kind) then
       return bucket(a, stamp, 0, p.kind), regressed
@@ -346,12 +351,11 @@ local function wait_for_next_token(p, b, now)
   return wait_for(p, b, (q + 1) * MILLI, now)
 end
 
--- Latest instant a booking reaches (core::bucket::MAX_BOOKED).
-local MAX_BOOKED = 2 ^ 52
+-- Latest instant a booking reaches (core::bucket::MAX_BOOKED): defined above.
 
 -- Bucket::book_wait: ms from `now` until `milli` milli-tokens can be booked (0: now). A
 -- window books a cost past its limit once nothing counts any more.
-book_wait = function(p, b, milli, now)
+local function book_wait(p, b, milli, now)
   if not is_bucket(p.kind) then
     milli = math.min(milli, p.cap)
   end
@@ -366,7 +370,7 @@ end
 -- Bucket::book: `milli` milli-tokens taken, booked `wait` ms after `now`. A token bucket in
 -- debt holds nothing until the booked instant (stamp), its prev the latest booking's decision
 -- instant; a window counts the booking in the current window, past its limit if need be.
-book = function(p, b, milli, wait, now)
+local function book(p, b, milli, wait, now)
   if p.kind == STEPPED_BUCKET and wait > 0 then
     -- The step that pays the booking keeps what it leaves over; nothing is there before.
     local at = now + wait
