@@ -79,8 +79,8 @@ TypeError: ratelimit_acquire_all(): Argument #2 ($limits) [1] must be of type ar
 ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [1] must have a "per" key
 ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [0] must have a "limit" key
 ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [1] must have a "scope" key
-ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [1] must have only the keys "limit", "per", "scope" and "policy"
-ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [1] must have only the keys "limit", "per", "scope" and "policy"
+ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [1] must have only the keys "limit", "per", "scope", "policy" and "amount"
+ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [1] must have only the keys "limit", "per", "scope", "policy" and "amount"
 -- limit
 ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [0]["limit"] must be greater than 0
 ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [1]["limit"] must be greater than 0

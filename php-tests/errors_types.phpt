@@ -32,7 +32,7 @@ rl_throws(fn() => ratelimit_release(new stdClass));
 rl_throws(fn() => ratelimit_release(new ArrayObject([])));
 echo "-- argument counts and names\n";
 rl_throws(fn() => ratelimit_acquire());
-rl_throws(fn() => ratelimit_acquire('t', 1, 1.0, 0, 'default', 1, 'id', 'token_bucket', 'extra'));
+rl_throws(fn() => ratelimit_acquire('t', 1, 1.0, 0, 'default', 1, 'id', 'stepped_bucket', 2, 'extra'));
 rl_throws(fn() => ratelimit_release());
 rl_throws(fn() => ratelimit_stats(1));
 rl_throws(fn() => ratelimit_peek());
@@ -74,7 +74,7 @@ TypeError: ratelimit_release(): Argument #1 ($lease) must be of type RateLimit\D
 TypeError: ratelimit_release(): Argument #1 ($lease) must be of type RateLimit\Decision|string, ArrayObject given
 -- argument counts and names
 ArgumentCountError: ratelimit_acquire() expects at least 1 argument, 0 given
-ArgumentCountError: ratelimit_acquire() expects at most 8 arguments, 9 given
+ArgumentCountError: ratelimit_acquire() expects at most 9 arguments, 10 given
 ArgumentCountError: ratelimit_release() expects exactly 1 argument, 0 given
 ArgumentCountError: ratelimit_stats() expects exactly 0 arguments, 1 given
 ArgumentCountError: ratelimit_peek() expects at least 1 argument, 0 given

@@ -122,8 +122,8 @@ denied rate remaining=0 scope=c-fw
 sliding window untouched by the denial: allowed ok remaining=1
 "c-fw";q=2;w=60, "c-sw";q=3;w=60, "c-tb";q=10;w=60
 -- errors
-ValueError: ratelimit_acquire(): Argument #8 ($policy) must be "token_bucket", "fixed_window", or "sliding_window"
-ValueError: ratelimit_acquire(): Argument #8 ($policy) must be "token_bucket", "fixed_window", or "sliding_window"
-ValueError: ratelimit_peek(): Argument #5 ($policy) must be "token_bucket", "fixed_window", or "sliding_window"
-ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [0]["policy"] must be "token_bucket", "fixed_window", or "sliding_window"
+ValueError: ratelimit_acquire(): Argument #8 ($policy) must be "token_bucket", "fixed_window", "sliding_window", or "stepped_bucket"
+ValueError: ratelimit_acquire(): Argument #8 ($policy) must be "token_bucket", "fixed_window", "sliding_window", or "stepped_bucket"
+ValueError: ratelimit_peek(): Argument #5 ($policy) must be "token_bucket", "fixed_window", "sliding_window", or "stepped_bucket"
+ValueError: ratelimit_acquire_all(): Argument #2 ($limits) [0]["policy"] must be "token_bucket", "fixed_window", "sliding_window", or "stepped_bucket"
 TypeError: ratelimit_acquire_all(): Argument #2 ($limits) [0]["policy"] must be of type string, int given

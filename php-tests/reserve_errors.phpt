@@ -46,7 +46,7 @@ ValueError: ratelimit_reserve(): Argument #5 ($scope) must be 1 to 64 characters
 ValueError: ratelimit_reserve(): Argument #6 ($cost) must be greater than 0
 ValueError: ratelimit_reserve(): Argument #6 ($cost) must be less than or equal to argument #3 ($limit) unless argument #7 ($policy) is "fixed_window"
 ValueError: ratelimit_reserve(): Argument #6 ($cost) must be less than or equal to argument #3 ($limit) unless argument #7 ($policy) is "fixed_window"
-ValueError: ratelimit_reserve(): Argument #7 ($policy) must be "token_bucket", "fixed_window", or "sliding_window"
+ValueError: ratelimit_reserve(): Argument #7 ($policy) must be "token_bucket", "fixed_window", "sliding_window", or "stepped_bucket"
 TypeError: ratelimit_reserve(): Argument #2 ($max_wait) must be of type float, string given
 INF: ok waitFor=0 reserved=0 lease=NULL
 0: ok

@@ -209,7 +209,11 @@ namespace {
      *   RateLimiter counts this way;
      * - "sliding_window": the tokens of the current window plus those of the previous one
      *   weighted by the part of it still inside the last `$per` seconds (rounded down to whole
-     *   tokens), as Symfony's sliding window.
+     *   tokens), as Symfony's sliding window;
+     * - "stepped_bucket": a bucket of `$limit` tokens that gets `$amount` tokens (null:
+     *   `$limit`) back at each whole `$per` seconds, all at once, the steps counted from its
+     *   first call (they keep their phase; a bucket found full starts them anew), as Symfony's
+     *   token_bucket with `rate` `$amount` per `$per`.
      * Another `$policy` on an existing bucket (same subject and scope) restates it under the
      * new one with exactly what it had available: nothing is given, nothing used is forgotten.
      *
@@ -243,17 +247,23 @@ namespace {
      *                           any call, never free and never an error: the id comes from the
      *                           client, who may reuse it with other parameters. A denial is not
      *                           remembered.
-     * @param string   $policy   "token_bucket", "fixed_window" or "sliding_window" (see above)
+     * @param string   $policy   "token_bucket", "fixed_window", "sliding_window" or "stepped_bucket"
+     *                           (see above)
+     * @param int|null $amount   "stepped_bucket": tokens back at each step, 1 .. 10^12 (null:
+     *                           `$limit`; more than `$limit` fills the bucket); must be null
+     *                           for another `$policy`
      *
      * @return \RateLimit\Decision reason "ok", "rate", "inflight", "in_progress" or "unavailable"
      *
      * @throws \ValueError            an argument out of its bounds (e.g. "ratelimit_acquire(): Argument #2
      *                                ($limit) must be greater than 0"; "Argument #8 ($policy) must be
-     *                                "token_bucket", "fixed_window", or "sliding_window"")
+     *                                "token_bucket", "fixed_window", "sliding_window", or "stepped_bucket"";
+     *                                "Argument #9 ($amount) must be null unless argument #8 ($policy)
+     *                                is "stepped_bucket"")
      * @throws \TypeError             an argument of the wrong type
      * @throws \RateLimit\Exception   key file missing, short, weak or not ours; database not creatable or not ours
      */
-    function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1, ?string $request_id = null, string $policy = "token_bucket"): \RateLimit\Decision {}
+    function ratelimit_acquire(string $subject, ?int $limit = null, ?float $per = null, ?int $inflight = null, string $scope = "default", int $cost = 1, ?string $request_id = null, string $policy = "token_bucket", ?int $amount = null): \RateLimit\Decision {}
 
     /**
      * Takes `$cost` tokens now against the future (Symfony's `reserve($tokens, $maxTime)`,
@@ -271,6 +281,8 @@ namespace {
      *   fixed windows do.
      * - "sliding_window": the wait is the exact instant the weighted count lets the tokens in;
      *   they count in the current window and weigh on the next one.
+     * - "stepped_bucket": a booking waits for the step that brings its tokens (never sooner);
+     *   what that step leaves over is there from it on, nothing of it before.
      *
      * `$max_wait = INF` books whatever the wait: a forced charge (Laravel's `hit()` past the
      * limit keeps counting). A store that cannot decide answers "unavailable", a denial (never
@@ -287,6 +299,7 @@ namespace {
      *                           (counted whole, as Laravel's increment by more than its
      *                           maximum; Symfony's reserve() refuses more than its limit)
      * @param string   $policy   as for ratelimit_acquire()
+     * @param int|null $amount   as for ratelimit_acquire()
      *
      * @return \RateLimit\Decision reason "ok" (with `$waitFor`), "rate" or "unavailable"
      *
@@ -296,7 +309,7 @@ namespace {
      * @throws \TypeError             an argument of the wrong type
      * @throws \RateLimit\Exception   as for ratelimit_acquire()
      */
-    function ratelimit_reserve(string $subject, float $max_wait, ?int $limit = null, ?float $per = null, string $scope = "default", int $cost = 1, string $policy = "token_bucket"): \RateLimit\Decision {}
+    function ratelimit_reserve(string $subject, float $max_wait, ?int $limit = null, ?float $per = null, string $scope = "default", int $cost = 1, string $policy = "token_bucket", ?int $amount = null): \RateLimit\Decision {}
 
     /**
      * Compound limits, all or nothing: takes `$cost` tokens from every bucket of `$subject`
@@ -315,9 +328,10 @@ namespace {
      *
      * @param string   $subject  what is limited, as for ratelimit_acquire()
      * @param array    $limits   1 .. 8 limits, a list of `['limit' => int, 'per' => int|float,
-     *                           'scope' => string]` and optionally `'policy' => string` (only
-     *                           these keys, values not coerced; bounds as ratelimit_acquire()'s
-     *                           `$limit`, `$per`, `$scope` and `$policy`, each limit its own),
+     *                           'scope' => string]` and optionally `'policy' => string` and
+     *                           `'amount' => int` (only these keys, values not coerced; bounds
+     *                           as ratelimit_acquire()'s `$limit`, `$per`, `$scope`, `$policy`
+     *                           and `$amount`, each limit its own),
      *                           each scope once; a limit's bucket is the one ratelimit_acquire()
      *                           and ratelimit_peek() use for that subject and scope
      * @param int      $cost     tokens taken from every bucket, 1 .. the smallest `limit`
@@ -388,14 +402,15 @@ namespace {
      * @param int|null   $limit   1 .. 10^12; null: ratelimit.limit
      * @param float|null $per     0.001 .. 10^9 seconds; null: ratelimit.per
      * @param string     $scope   1 .. 64 characters of [A-Za-z0-9_.:-]
-     * @param string     $policy  "token_bucket", "fixed_window" or "sliding_window", as for
-     *                            ratelimit_acquire()
+     * @param string     $policy  "token_bucket", "fixed_window", "sliding_window" or
+     *                            "stepped_bucket", as for ratelimit_acquire()
+     * @param int|null   $amount  as for ratelimit_acquire()
      *
      * @throws \ValueError          an argument out of its bounds
      * @throws \TypeError           an argument of the wrong type
      * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
      */
-    function ratelimit_peek(string $subject, ?int $limit = null, ?float $per = null, string $scope = "default", string $policy = "token_bucket"): \RateLimit\Decision {}
+    function ratelimit_peek(string $subject, ?int $limit = null, ?float $per = null, string $scope = "default", string $policy = "token_bucket", ?int $amount = null): \RateLimit\Decision {}
 
     /**
      * Gives `$cost` tokens back to the bucket of `$subject` in `$scope`, in one atomic step of
@@ -405,6 +420,8 @@ namespace {
      * - token_bucket: the tokens come back, never past `$limit`; a bucket in debt
      *   (ratelimit_reserve() booked ahead) has its booked instant moved earlier by the time the
      *   tokens take to earn, rounded down, never before now;
+     * - stepped_bucket: the tokens come back, never past `$limit`; in debt they add to what
+     *   the booked step leaves over (the step itself stays);
      * - fixed_window, sliding_window: the current window's count is lowered, never below 0;
      *   a window that has ended is left alone (what it used no longer counts anyway).
      * A subject with no bucket is left without one (it is full already). Nothing is minted: a
@@ -421,8 +438,9 @@ namespace {
      * @param int|null   $limit   1 .. 10^12; null: ratelimit.limit
      * @param float|null $per     0.001 .. 10^9 seconds; null: ratelimit.per
      * @param string     $scope   1 .. 64 characters of [A-Za-z0-9_.:-]
-     * @param string     $policy  "token_bucket", "fixed_window" or "sliding_window", as for
-     *                            ratelimit_acquire()
+     * @param string     $policy  "token_bucket", "fixed_window", "sliding_window" or
+     *                            "stepped_bucket", as for ratelimit_acquire()
+     * @param int|null   $amount  as for ratelimit_acquire()
      *
      * @return bool true when tokens were given back; false when there was nothing to give
      *              back to (no bucket, a full bucket, an empty or ended window) and when the
@@ -434,7 +452,7 @@ namespace {
      * @throws \TypeError           an argument of the wrong type
      * @throws \RateLimit\Exception key file missing, short, weak or not ours; database not creatable or not ours
      */
-    function ratelimit_refund(string $subject, int $cost = 1, ?int $limit = null, ?float $per = null, string $scope = "default", string $policy = "token_bucket"): bool {}
+    function ratelimit_refund(string $subject, int $cost = 1, ?int $limit = null, ?float $per = null, string $scope = "default", string $policy = "token_bucket", ?int $amount = null): bool {}
 
     /**
      * Forgets the bucket and the leases of `$subject` in `$scope`.

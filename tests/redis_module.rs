@@ -495,8 +495,9 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// A stored value to start from: a token bucket in its 7 fields (tokens possibly above a small
 /// policy's capacity, stamps around T0, counts), a window in its 9 (its policy's code and its
-/// previous window's milli-tokens after them), or a value ratelimit did not write (a window's
-/// with a policy code that does not exist among them).
+/// previous window's milli-tokens after them), a stepped bucket in its 9 (code 3, and its
+/// booking's decision instant, or 0), or a value ratelimit did not write (a window's with a
+/// policy code that does not exist among them).
 fn start_value() -> impl Strategy<Value = Option<String>> {
     let fields =
         (0u64..7_000, -5_000i64..5_000, 0u64..4, 0u64..4, 0u64..4).prop_map(|(t, ds, a, d, i)| {
@@ -511,9 +512,11 @@ fn start_value() -> impl Strategy<Value = Option<String>> {
         5 => fields.clone(),
         // A fixed window's length (0: written before lengths were kept).
         2 => (fields.clone(), prop_oneof![Just(0u64), 1u64..8_000]).prop_map(|(f, len)| format!("{f} 1 {len}")),
-        2 => (fields, 0u64..7_000).prop_map(|(f, prev)| format!("{f} 2 {prev}")),
+        2 => (fields.clone(), 0u64..7_000).prop_map(|(f, prev)| format!("{f} 2 {prev}")),
         1 => Just("garbage".to_string()),
-        1 => Just(format!("0 {T0} {T0} {T0} 0 0 0 3 0")),
+        2 => (fields, prop_oneof![Just(0u64), Just(T0 as u64 - 5)])
+            .prop_map(|(f, prev)| format!("{f} 3 {prev}")),
+        1 => Just(format!("0 {T0} {T0} {T0} 0 0 0 4 0")),
     ])
 }
 
@@ -526,6 +529,16 @@ fn bucket(k: usize) -> BucketKey {
     }
 }
 
+/// `limit` per `per_ms` counted as `kind` says; a stepped bucket's amount from 1 to past the
+/// limit, a function of the period (so that one bucket's calls vary it as they vary the period).
+fn policy_of(kind: PolicyKind, limit: u64, per_ms: u64) -> Policy {
+    Policy::new(limit, per_ms)
+        .unwrap()
+        .with_kind(kind)
+        .with_amount(per_ms % (limit + 1) + 1)
+        .unwrap()
+}
+
 fn ask_of(
     kind: PolicyKind,
     limit: u64,
@@ -536,11 +549,7 @@ fn ask_of(
 ) -> Ask {
     Ask {
         dry_run,
-        ..Ask::new(
-            Policy::new(limit, per_ms).unwrap().with_kind(kind),
-            cost,
-            inflight,
-        )
+        ..Ask::new(policy_of(kind, limit, per_ms), cost, inflight)
     }
 }
 
@@ -634,11 +643,7 @@ fn run_op<S: Store>(s: &mut S, op: &Op, tokens: &mut Vec<LeaseToken>) -> String 
             limit,
             per_ms,
         } => s
-            .peek(
-                &bucket(*k),
-                &Policy::new(*limit, *per_ms).unwrap().with_kind(*kind),
-                &mut none(),
-            )
+            .peek(&bucket(*k), &policy_of(*kind, *limit, *per_ms), &mut none())
             .map(|v| format!("{v:?}")),
         Op::Release(i) => match tokens.get(*i) {
             Some(t) => s

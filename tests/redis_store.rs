@@ -225,7 +225,7 @@ proptest! {
     #[test]
     fn lua_policies_are_the_cores_at_any_scale(
         cases in proptest::collection::vec((
-            (0u8..3, 0u8..3, 1u64..=1_000_000_000_000, 1u64..=1_000_000_000_000),
+            (0u8..4, 0u8..4, 1u64..=1_000_000_000_000, 1u64..=1_000_000_000_000),
             (0.0f64..=1.0, 0.0f64..=1.0, -1.0f64..3.0, 0.0f64..=1.0),
         ), 24)
     ) {
@@ -239,7 +239,9 @@ proptest! {
             let per = if per % 2 == 0 { per % 5_000 + 1 } else { per };
             let kind = Kind::from_code(i64::from(kind)).unwrap();
             let stored_kind = Kind::from_code(i64::from(stored_kind)).unwrap();
-            let p = Policy::new(limit, per).unwrap().with_kind(kind);
+            // A stepped bucket's amount: from 1 to the limit, or past it.
+            let amount = if per % 3 == 0 { limit + 1 } else { (limit * 7 + per) % limit + 1 };
+            let p = Policy::new(limit, per).unwrap().with_kind(kind).with_amount(amount).unwrap();
             let cap = p.capacity();
             // Whole fractions of the capacity as often as any value: they make the products
             // of the windows' waits divide exactly (the edge of Policy::latest_d).
@@ -259,6 +261,11 @@ proptest! {
                 match stored_kind {
                     Kind::TokenBucket => {
                         b.tokens = 0;
+                        b.prev = (t0 - 5) as u64;
+                        b.stamp = t0 + (per as f64 * 8.0 * (fp - 0.75)) as i64;
+                    }
+                    // What the booked step leaves over, from then on.
+                    Kind::SteppedBucket => {
                         b.prev = (t0 - 5) as u64;
                         b.stamp = t0 + (per as f64 * 8.0 * (fp - 0.75)) as i64;
                     }
@@ -287,7 +294,7 @@ proptest! {
                 booked.prev as i64,
             ]);
             args.extend([
-                limit.to_string(), per.to_string(), kind.code().to_string(),
+                limit.to_string(), per.to_string(), p.code_arg(),
                 b.tokens.to_string(), b.stamp.to_string(), b.prev.to_string(),
                 stored_kind.code().to_string(), now.to_string(), milli.to_string(),
             ]);
@@ -295,7 +302,7 @@ proptest! {
         let got = eval_bucket_lua(
             "local out = {} \
              for i = 1, #ARGV, 9 do \
-               local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])) \
+               local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]) \
                local b = bucket(tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), \
                  tonumber(ARGV[i + 6])) \
                local now, milli = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]) \

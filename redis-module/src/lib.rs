@@ -121,13 +121,15 @@ fn policy(
     per: &RedisString,
     kind: Option<&RedisString>,
 ) -> Result<Policy, RedisError> {
-    let kind = match kind {
-        None => Kind::TokenBucket,
-        Some(k) => Kind::from_code(num(k)?).ok_or_else(|| fail("an unknown policy code"))?,
-    };
-    Policy::new(num(limit)?, num(per)?)
-        .map(|p| p.with_kind(kind))
-        .map_err(|_| fail("a limit or period out of bounds"))
+    let p =
+        Policy::new(num(limit)?, num(per)?).map_err(|_| fail("a limit or period out of bounds"))?;
+    match kind {
+        None => Ok(p.with_kind(Kind::TokenBucket)),
+        // `Policy::code_arg`: the kind's code, and a stepped bucket's amount after a colon.
+        Some(k) => p
+            .with_code_arg(k.as_slice())
+            .ok_or_else(|| fail("an unknown policy code")),
+    }
 }
 
 /// A command the scripts would have run with `redis.call`, its effect replicated as such.

@@ -29,7 +29,7 @@ pub enum Read {
 }
 
 /// `^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)(.*)$` and, when something follows,
-/// `^ ([012]) (%d+)$`: the patterns of bucket.lua's `parse_bucket`.
+/// `^ ([0123]) (%d+)$`: the patterns of bucket.lua's `parse_bucket`.
 pub fn parse(v: &[u8]) -> Option<Stored> {
     // The fields in place (no allocation on a decision's path).
     let mut f: [&[u8]; 9] = [&[]; 9];
@@ -55,9 +55,9 @@ pub fn parse(v: &[u8]) -> Option<Stored> {
     };
     let (mut kind, mut prev) = (Kind::TokenBucket, 0);
     if n == 9 {
-        // One digit, 0 to 2 (Lua's `[012]`), then the previous window's milli-tokens.
+        // One digit, 0 to 3 (Lua's `[0123]`), then the previous window's milli-tokens.
         kind = match f[7] {
-            [c @ b'0'..=b'2'] => Kind::from_code(i64::from(c - b'0'))?,
+            [c @ b'0'..=b'3'] => Kind::from_code(i64::from(c - b'0'))?,
             _ => return None,
         };
         prev = unsigned(f[8])?;

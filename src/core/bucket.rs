@@ -8,6 +8,15 @@
 //! milli-tokens took to earn (rounded up), so a bucket polled faster than it earns keeps its
 //! fraction instead of losing it, and the rounding can only ever withhold, never mint.
 //!
+//! **Stepped bucket** (Symfony's `token_bucket`): a bucket of `limit` tokens that gets `amount`
+//! tokens back at each whole `per` milliseconds counted from its stamp, all at once, never more
+//! than `limit` (Symfony's `Rate::calculateNewTokensDuringInterval`). The stamp advances by whole
+//! periods only, so the steps keep their phase; a bucket found full again holds no information
+//! (a store may drop it), and its stamp restarts at the call that finds it so, as a new one
+//! would. Its tokens are those held at the stamp; a booking (see [`Bucket::book`]) moves the
+//! stamp ahead to the step that pays it and keeps there what that step leaves over, nothing of
+//! which is available before it.
+//!
 //! **Fixed window** (Symfony's `fixed_window`, Laravel's `RateLimiter`): at most `limit` tokens
 //! in a window of `per` ms that starts at the first admission (not on a grid) and ends `per`
 //! later; then the next admission starts the next one. State: the milli-tokens used in the
@@ -59,6 +68,8 @@ pub enum PolicyError {
     LimitTooLarge,
     PerTooSmall,
     PerTooLarge,
+    StepTooSmall,
+    StepTooLarge,
 }
 
 /// How a limit counts: the `policy` argument of the PHP functions.
@@ -68,10 +79,16 @@ pub enum Kind {
     TokenBucket,
     FixedWindow,
     SlidingWindow,
+    SteppedBucket,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingWindow];
+    pub const ALL: [Kind; 4] = [
+        Kind::TokenBucket,
+        Kind::FixedWindow,
+        Kind::SlidingWindow,
+        Kind::SteppedBucket,
+    ];
 
     /// The name PHP callers use (Symfony's policy names).
     pub fn as_str(self) -> &'static str {
@@ -79,6 +96,7 @@ impl Kind {
             Kind::TokenBucket => "token_bucket",
             Kind::FixedWindow => "fixed_window",
             Kind::SlidingWindow => "sliding_window",
+            Kind::SteppedBucket => "stepped_bucket",
         }
     }
 
@@ -104,6 +122,12 @@ impl Kind {
                  (Symfony's `sliding_window`): a burst at a window's end still weighs on the \
                  next one. `retryAfter`: exactly when the weighted count lets the call in."
             }
+            Kind::SteppedBucket => {
+                "A bucket of `$limit` tokens that gets `$amount` tokens (default `$limit`) back \
+                 at each whole `$per` seconds, all at once, counted from its first admission \
+                 (Symfony's `token_bucket`, whose `rate` is `$amount` per `$per`). `retryAfter`: \
+                 the step that brings the tokens; a bucket found full starts its steps anew."
+            }
         }
     }
 
@@ -128,12 +152,19 @@ impl Kind {
             Kind::TokenBucket => 0,
             Kind::FixedWindow => 1,
             Kind::SlidingWindow => 2,
+            Kind::SteppedBucket => 3,
         }
     }
 
     /// A stored code; an unknown one (a damaged or newer file) is None.
     pub fn from_code(code: i64) -> Option<Self> {
         Self::ALL.into_iter().find(|k| i64::from(k.code()) == code)
+    }
+
+    /// A bucket of tokens (continuous or stepped), as opposed to a window: it holds tokens,
+    /// and a booking is a stamp ahead (see [`Bucket::book`]).
+    pub fn is_bucket(self) -> bool {
+        matches!(self, Kind::TokenBucket | Kind::SteppedBucket)
     }
 }
 
@@ -143,6 +174,8 @@ pub struct Policy {
     limit: u64,
     per_ms: u64,
     kind: Kind,
+    /// A stepped bucket's tokens per step (`limit` unless set; unused by the other kinds).
+    amount: u64,
 }
 
 impl Policy {
@@ -157,13 +190,129 @@ impl Policy {
                 limit,
                 per_ms,
                 kind: Kind::TokenBucket,
+                amount: limit,
             }),
         }
     }
 
-    /// The same limit and period, counted another way.
+    /// The same limit and period, counted another way. Only a stepped bucket keeps an amount
+    /// other than `limit`: the amount travels with the stepped policy's code alone (see
+    /// [`Self::code_arg`]), so that every backend reads a stored stepped bucket under another
+    /// policy with the same steps (of `limit`).
     pub fn with_kind(self, kind: Kind) -> Self {
-        Self { kind, ..self }
+        let amount = if kind == Kind::SteppedBucket {
+            self.amount
+        } else {
+            self.limit
+        };
+        Self {
+            kind,
+            amount,
+            ..self
+        }
+    }
+
+    /// The tokens a stepped bucket gets back at each step (`1..=MAX_LIMIT`; more than `limit`
+    /// fills it, as `limit` does). Checked for any policy, kept by a stepped bucket only (see
+    /// [`Self::with_kind`]): set the kind first.
+    pub fn with_amount(self, amount: u64) -> Result<Self, PolicyError> {
+        match amount {
+            0 => Err(PolicyError::StepTooSmall),
+            a if a > MAX_LIMIT => Err(PolicyError::StepTooLarge),
+            _ if self.kind != Kind::SteppedBucket => Ok(self),
+            amount => Ok(Self { amount, ..self }),
+        }
+    }
+
+    /// A stepped bucket's tokens per step, as given.
+    pub fn amount(&self) -> u64 {
+        self.amount
+    }
+
+    /// The policy's code as the Redis scripts and the module take it: `Kind::code`, and for a
+    /// stepped bucket its amount after a colon (`3:100`), so that no argument is added.
+    pub fn code_arg(&self) -> String {
+        match self.kind {
+            Kind::SteppedBucket => format!("3:{}", self.amount),
+            k => k.code().to_string(),
+        }
+    }
+
+    /// Reads [`Self::code_arg`]'s text back onto `self` (limit and period); None when it is
+    /// not one.
+    pub fn with_code_arg(self, arg: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(arg).ok()?;
+        let (code, amount) = match text.split_once(':') {
+            Some((c, a)) => (c, Some(a)),
+            None => (text, None),
+        };
+        if code.len() != 1 {
+            return None;
+        }
+        let kind = Kind::from_code(code.parse().ok()?)?;
+        match (kind, amount) {
+            (Kind::SteppedBucket, Some(a))
+                if !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                self.with_kind(kind).with_amount(a.parse().ok()?).ok()
+            }
+            (Kind::SteppedBucket, _) | (_, Some(_)) => None,
+            (kind, None) => Some(self.with_kind(kind)),
+        }
+    }
+
+    /// Milliseconds in which the whole limit comes back from empty (the `w` of the
+    /// `RateLimit-Policy` header): `per`, or for a stepped bucket its steps for `limit`.
+    pub fn window_ms(&self) -> u64 {
+        match self.kind {
+            Kind::SteppedBucket => {
+                let steps = self.limit.div_ceil(self.amount.min(self.limit)) as u128;
+                (steps * self.per_ms as u128).min(u64::MAX as u128) as u64
+            }
+            _ => self.per_ms,
+        }
+    }
+
+    /// `limit` per `per_ms` counted as a test vector's `policy` column says: a policy's name,
+    /// and for a stepped bucket its amount after a colon (`stepped_bucket:2`).
+    pub fn from_vector(limit: u64, per_ms: u64, column: &str) -> Option<Self> {
+        let (name, amount) = match column.split_once(':') {
+            Some((n, a)) => (n, Some(a.parse().ok()?)),
+            None => (column, None),
+        };
+        let p = Self::new(limit, per_ms)
+            .ok()?
+            .with_kind(Kind::from_name(name.as_bytes())?);
+        match amount {
+            Some(a) => p.with_amount(a).ok(),
+            None => Some(p),
+        }
+    }
+
+    /// A stepped bucket's milli-tokens per step, at most the capacity (a step of more fills
+    /// it all the same).
+    fn step_milli(&self) -> u64 {
+        self.amount.min(self.limit) * MILLI
+    }
+
+    /// A stepped bucket: the instant `milli` milli-tokens are held if `tokens` are held at
+    /// `stamp` (on its steps), counting the steps as if nothing capped them (a booking's
+    /// arithmetic, Symfony's negative tokens). Never past [`MAX_BOOKED`] (a stamp before it):
+    /// some limits take longer than that (10^12 tokens, one every 10^9 s), and the Lua
+    /// scripts' doubles are exact below it. Earlier than the truth only there, where a caller
+    /// told to retry then is denied again, and a booking then holds nothing.
+    fn stepped_ready_at(&self, tokens: u64, stamp: i64, milli: u64) -> i64 {
+        if tokens >= milli {
+            return stamp;
+        }
+        let steps = (milli - tokens).div_ceil(self.step_milli()) as u128;
+        let ms = (steps * self.per_ms as u128).min(u64::MAX as u128) as u64;
+        let at = after(stamp, ms);
+        if stamp < MAX_BOOKED {
+            at.min(MAX_BOOKED)
+        } else {
+            at
+        }
     }
 
     /// Seconds (as given to PHP) to whole milliseconds, rounded to nearest.
@@ -270,7 +419,7 @@ impl Bucket {
     /// A limit seen for the first time: a full bucket, or a fresh window.
     pub fn full(policy: &Policy, now: i64) -> Self {
         let tokens = match policy.kind {
-            Kind::TokenBucket => policy.capacity(),
+            Kind::TokenBucket | Kind::SteppedBucket => policy.capacity(),
             Kind::FixedWindow | Kind::SlidingWindow => 0,
         };
         Self {
@@ -292,6 +441,7 @@ impl Bucket {
         let clock_regressed = now < self.stamp && !self.in_debt_at(policy, now);
         let bucket = match policy.kind {
             Kind::TokenBucket => self.refill_tokens(policy, now),
+            Kind::SteppedBucket => self.refill_steps(policy, now),
             Kind::FixedWindow => {
                 let ended = now >= after(self.stamp, self.window_ms(policy));
                 if self.tokens == 0 || ended {
@@ -361,6 +511,33 @@ impl Bucket {
         }
     }
 
+    /// A stepped bucket's refill: `amount` per whole period since the stamp, the stamp moved
+    /// by those periods only (the steps keep their phase); found full, it restarts at `now`.
+    fn refill_steps(self, policy: &Policy, now: i64) -> Self {
+        let cap = policy.capacity();
+        let tokens = self.tokens.min(cap);
+        if now < self.stamp {
+            // A booking's stamp ahead (or a clock that went back): nothing earned before it.
+            return Self { tokens, ..self };
+        }
+        let steps = now.abs_diff(self.stamp) / policy.per_ms;
+        let earned = (steps as u128 * policy.step_milli() as u128).min(cap as u128) as u64;
+        let kind = Kind::SteppedBucket;
+        if tokens + earned >= cap {
+            // Full: no information left, the steps start again from this call, as a new
+            // bucket's would.
+            Self {
+                kind,
+                ..Self::tokens_at(cap, now)
+            }
+        } else {
+            Self {
+                kind,
+                ..Self::tokens_at(tokens + earned, after(self.stamp, steps * policy.per_ms))
+            }
+        }
+    }
+
     /// A state written under another policy (a call with another `policy` on the same scope
     /// and subject), brought up to `now` as its own policy says, then restated under `policy`
     /// with exactly the milli-tokens it has available: the change mints nothing and forgets
@@ -383,7 +560,18 @@ impl Bucket {
         };
         let stamp = if owed > 0 { now } else { b.stamp.max(now) };
         let bucket = match policy.kind {
-            Kind::TokenBucket => Self::tokens_at(available, stamp),
+            // A debt (only a bucket has one) stays a stamp ahead: nothing is there before the
+            // booked instant under the other bucket either (what a stepped booking would have
+            // left over at it is dropped: a change never gives).
+            Kind::TokenBucket | Kind::SteppedBucket if owed > 0 => Self {
+                tokens: 0,
+                kind: policy.kind,
+                ..b
+            },
+            Kind::TokenBucket | Kind::SteppedBucket => Self {
+                kind: policy.kind,
+                ..Self::tokens_at(available, stamp)
+            },
             Kind::FixedWindow | Kind::SlidingWindow => Self {
                 tokens: (policy.capacity() - available)
                     .saturating_add(owed)
@@ -413,6 +601,9 @@ impl Bucket {
         let cap = policy.capacity();
         match policy.kind {
             Kind::TokenBucket => self.tokens.min(cap),
+            // Booked: what the stamp's step leaves over is not there before it.
+            Kind::SteppedBucket if self.prev != 0 && now < self.stamp => 0,
+            Kind::SteppedBucket => self.tokens.min(cap),
             Kind::FixedWindow => cap.saturating_sub(self.tokens),
             Kind::SlidingWindow => cap.saturating_sub(self.sliding_used(policy, now)),
         }
@@ -422,7 +613,7 @@ impl Bucket {
     /// The first admission of a fresh window starts it.
     pub fn take(&mut self, policy: &Policy, milli: u64, now: i64) {
         match policy.kind {
-            Kind::TokenBucket => self.tokens -= milli,
+            Kind::TokenBucket | Kind::SteppedBucket => self.tokens -= milli,
             Kind::FixedWindow | Kind::SlidingWindow => {
                 if self.tokens == 0 && self.prev == 0 {
                     self.stamp = self.stamp.max(now);
@@ -459,6 +650,7 @@ impl Bucket {
                 }
                 after(self.stamp, policy.time_to_earn(milli - self.tokens))
             }
+            Kind::SteppedBucket => policy.stepped_ready_at(self.tokens, self.stamp, milli),
             Kind::FixedWindow => {
                 if self.tokens.saturating_add(milli) <= cap {
                     self.stamp
@@ -497,13 +689,15 @@ impl Bucket {
     /// Exact for a state returned by [`Self::refill`].
     pub fn book_wait(&self, policy: &Policy, milli: u64, now: i64) -> u64 {
         let need = match policy.kind {
-            Kind::TokenBucket => milli,
+            Kind::TokenBucket | Kind::SteppedBucket => milli,
             Kind::FixedWindow | Kind::SlidingWindow => milli.min(policy.capacity()),
         };
         let wait = self.wait_for(policy, need, now);
         match policy.kind {
             // A debt stops at MAX_BOOKED (a booking then waits until it).
-            Kind::TokenBucket if wait > 0 && now < MAX_BOOKED => wait.min(MAX_BOOKED.abs_diff(now)),
+            Kind::TokenBucket | Kind::SteppedBucket if wait > 0 && now < MAX_BOOKED => {
+                wait.min(MAX_BOOKED.abs_diff(now))
+            }
             _ => wait,
         }
     }
@@ -530,6 +724,22 @@ impl Bucket {
                 };
             }
             Kind::TokenBucket => self.take(policy, milli, now),
+            // The step that pays the booking (on the bucket's steps: `now + wait` is the
+            // instant `ready_at` found) keeps what it leaves over; nothing is there before.
+            Kind::SteppedBucket if wait > 0 => {
+                let decided = (now.max(1) as u64).max(self.prev);
+                let at = after(now, wait);
+                let steps = at.abs_diff(self.stamp.min(at)) / policy.per_ms;
+                let held = (self.tokens as u128 + steps as u128 * policy.step_milli() as u128)
+                    .min(policy.capacity() as u128) as u64;
+                *self = Self {
+                    tokens: held.saturating_sub(milli),
+                    stamp: at,
+                    prev: decided,
+                    kind: Kind::SteppedBucket,
+                };
+            }
+            Kind::SteppedBucket => self.take(policy, milli, now),
             Kind::FixedWindow | Kind::SlidingWindow => {
                 self.take(policy, 0, now);
                 self.tokens = self.tokens.saturating_add(milli).min(MAX_USED);
@@ -540,8 +750,8 @@ impl Bucket {
     /// A token bucket booked ahead (see [`Self::book`]) and not yet at its stamp, read at or
     /// after the booking's decision.
     fn in_debt_at(&self, policy: &Policy, now: i64) -> bool {
-        policy.kind == Kind::TokenBucket
-            && self.kind == Kind::TokenBucket
+        policy.kind.is_bucket()
+            && self.kind == policy.kind
             && self.prev != 0
             && now < self.stamp
             && now as i128 >= self.prev as i128
@@ -554,6 +764,14 @@ impl Bucket {
             return 0;
         }
         let ahead = self.stamp.abs_diff(now) as u128;
+        if policy.kind == Kind::SteppedBucket {
+            // The steps still to come up to the stamp's, less what it leaves over (Symfony's
+            // negative tokens).
+            let steps = ahead.div_ceil(policy.per_ms as u128);
+            // At most MAX_USED: a deep debt of forced charges stays exact in the scripts.
+            let owed = (steps * policy.step_milli() as u128).saturating_sub(self.tokens as u128);
+            return owed.min(MAX_USED as u128) as u64;
+        }
         let owed = (ahead * policy.capacity() as u128).div_ceil(policy.per_ms as u128);
         owed.min(u64::MAX as u128) as u64
     }
@@ -563,7 +781,7 @@ impl Bucket {
     pub fn reserved(&self, policy: &Policy, now: i64) -> u64 {
         let cap = policy.capacity();
         let milli = match policy.kind {
-            Kind::TokenBucket => self.owed(policy, now),
+            Kind::TokenBucket | Kind::SteppedBucket => self.owed(policy, now),
             Kind::FixedWindow => self.tokens.saturating_sub(cap),
             Kind::SlidingWindow => self.sliding_used(policy, now).saturating_sub(cap),
         };
@@ -595,6 +813,7 @@ impl Bucket {
                 let need = policy.capacity().saturating_sub(self.tokens);
                 self.stamp.saturating_add(policy.time_to_earn(need) as i64)
             }
+            Kind::SteppedBucket => self.ready_at(policy, policy.capacity()),
             Kind::FixedWindow | Kind::SlidingWindow => self.ready_at(policy, policy.capacity()),
         }
     }

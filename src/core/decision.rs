@@ -264,14 +264,14 @@ pub fn decide(stored: Option<Bucket>, ask: &Ask, slots: Slots, now: i64) -> Deci
 
 /// Whether a denial must still write the state it leaves (`decided`, from `stored`): a store
 /// may answer a denial without writing (SQLite's read snapshot), which is exact as long as
-/// the state is a function of the last written one and the time. A token bucket's refill is;
+/// the state is a function of the last written one and the time. A token bucket's refill is
+/// (a stepped one's too: refilling twice steps as refilling once);
 /// so is a window's roll while the clock runs forward, but a clock read earlier than a rolled
 /// window's start counts the rolled state at that start, and a state converted from another
 /// policy depends on when it was converted. Those are written, so that every store answers
 /// the same (each answer mints nothing either way).
 pub fn denial_writes(stored: &Bucket, decided: &Bucket, policy: &Policy) -> bool {
-    stored.kind != policy.kind()
-        || (policy.kind() != super::bucket::Kind::TokenBucket && stored != decided)
+    stored.kind != policy.kind() || (!policy.kind().is_bucket() && stored != decided)
 }
 
 /// Sets the verdict's numbers that tell the bucket as it stands at `now`: `remaining`,
@@ -552,8 +552,7 @@ mod tests {
             assert_eq!(f.len(), 14, "{line:?}");
             let n = |i: usize| f[i].parse::<u64>().unwrap();
             let now = 1_700_000_000_000 + f[6].parse::<i64>().unwrap();
-            let kind = super::super::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
-            let a = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(7), n(4));
+            let a = Ask::new(Policy::from_vector(n(1), n(2), f[3]).unwrap(), n(7), n(4));
             let (stored, leases) = state.entry(f[0]).or_default();
             leases.retain(|&e| super::super::lease::is_live(e, now));
             let slots = if a.max_inflight > 0 {
@@ -614,8 +613,7 @@ mod tests {
             assert_eq!(f.len(), 13, "{line:?}");
             let n = |i: usize| f[i].parse::<u64>().unwrap();
             let now = 1_700_000_000_000 + f[4].parse::<i64>().unwrap();
-            let kind = super::super::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
-            let plain = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(5), 0);
+            let plain = Ask::new(Policy::from_vector(n(1), n(2), f[3]).unwrap(), n(5), 0);
             let a = match f[6] {
                 "-" => plain,
                 "inf" => plain.reserving(u64::MAX),

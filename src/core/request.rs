@@ -50,7 +50,8 @@ impl Terms {
     /// length or a length before it, so two different calls never share an encoding.
     ///
     /// A call with a window policy among its limits is encoded as version 2: the same, with
-    /// each limit's policy code (one byte) after its cost. Token buckets alone keep version
+    /// each limit's policy code (one byte) after its cost, and for a stepped bucket its amount
+    /// (8 bytes) after the code. Token buckets alone keep version
     /// 1, so records written before policies existed still match.
     pub fn of(kind: Kind, limits: &[Limit<'_>], max_inflight: u64) -> Self {
         let v2 = limits
@@ -78,6 +79,9 @@ impl Terms {
             h.update(l.cost.to_be_bytes());
             if v2 {
                 h.update([l.policy.kind().code()]);
+                if l.policy.kind() == super::bucket::Kind::SteppedBucket {
+                    h.update(l.policy.amount().to_be_bytes());
+                }
             }
         }
         h.update(max_inflight.to_be_bytes());

@@ -16,11 +16,12 @@ pub struct Limit {
     pub scope: String,
 }
 
-const KEYS: [&str; 4] = ["limit", "per", "scope", "policy"];
+const KEYS: [&str; 5] = ["limit", "per", "scope", "policy", "amount"];
 
 /// The limits of argument `i`: a list of 1 to [`MAX_LIMITS`] arrays, each with exactly the keys
 /// "limit" (int), "per" (int|float, seconds) and "scope" (string), scopes all different, and
-/// optionally "policy" (string, `token_bucket` when absent): each limit counts its own way. Values
+/// optionally "policy" (string, `token_bucket` when absent: each limit counts its own way) and
+/// "amount" (int, a `stepped_bucket`'s tokens per step, `limit` when absent). Values
 /// inside the array are not coerced (no engine rule applies to them): a wrong type is a
 /// TypeError, as a strict-mode argument would be.
 pub fn limits_arg(call: &Call, i: usize) -> Result<Vec<Limit>, Error> {
@@ -51,7 +52,8 @@ pub fn limits_arg(call: &Call, i: usize) -> Result<Vec<Limit>, Error> {
             };
             if !known {
                 return Err(Error::Value(format!(
-                    "{at} must have only the keys \"limit\", \"per\", \"scope\" and \"policy\""
+                    "{at} must have only the keys \"limit\", \"per\", \"scope\", \"policy\" \
+                     and \"amount\""
                 )));
             }
         }
@@ -113,9 +115,29 @@ pub fn limits_arg(call: &Call, i: usize) -> Result<Vec<Limit>, Error> {
                     .ok_or_else(|| value_error("policy", &super::policy_error()))?
             }
         };
-        let policy = Policy::new(limit, per_ms)
+        let mut policy = Policy::new(limit, per_ms)
             .map_err(|e| Error::Internal(format!("{e:?}")))?
             .with_kind(kind);
+        if let Some(z) = fields.get("amount").map(Zval::dereference) {
+            let Some(amount) = z.long() else {
+                return Err(type_error("amount", "int", z));
+            };
+            if kind != Kind::SteppedBucket {
+                return Err(value_error(
+                    "amount",
+                    "must not be given unless \"policy\" is \"stepped_bucket\"",
+                ));
+            }
+            if amount < 1 {
+                return Err(value_error("amount", "must be greater than 0"));
+            }
+            policy = policy.with_amount(amount as u64).map_err(|_| {
+                value_error(
+                    "amount",
+                    &format!("must be less than or equal to {MAX_LIMIT}"),
+                )
+            })?;
+        }
         out.push(Limit { policy, scope });
     }
     Ok(out)

@@ -34,7 +34,7 @@ impl Decision {
         Self {
             verdict,
             limit: policy.limit(),
-            per_ms: policy.per_ms(),
+            per_ms: policy.window_ms(),
             lease,
             scope,
             members: Vec::new(),
@@ -166,7 +166,7 @@ impl Decision {
                 .map(|(scope, p, v)| headers::Member {
                     scope,
                     limit: p.limit(),
-                    per_ms: p.per_ms(),
+                    per_ms: p.window_ms(),
                     verdict: v,
                 })
                 .collect();

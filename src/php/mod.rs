@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 
 const DECISION: &str = "RateLimit\\Decision";
 
-static ACQUIRE: [Param; 8] = [
+static ACQUIRE: [Param; 9] = [
     param("subject", DataType::String, false, None),
     param("limit", DataType::Long, true, Some("null")),
     param("per", DataType::Double, true, Some("null")),
@@ -38,8 +38,9 @@ static ACQUIRE: [Param; 8] = [
     param("cost", DataType::Long, false, Some("1")),
     param("request_id", DataType::String, true, Some("null")),
     param("policy", DataType::String, false, Some("\"token_bucket\"")),
+    param("amount", DataType::Long, true, Some("null")),
 ];
-static RESERVE: [Param; 7] = [
+static RESERVE: [Param; 8] = [
     param("subject", DataType::String, false, None),
     param("max_wait", DataType::Double, false, None),
     param("limit", DataType::Long, true, Some("null")),
@@ -47,6 +48,7 @@ static RESERVE: [Param; 7] = [
     param("scope", DataType::String, false, Some("\"default\"")),
     param("cost", DataType::Long, false, Some("1")),
     param("policy", DataType::String, false, Some("\"token_bucket\"")),
+    param("amount", DataType::Long, true, Some("null")),
 ];
 static ACQUIRE_ALL: [Param; 5] = [
     param("subject", DataType::String, false, None),
@@ -56,20 +58,22 @@ static ACQUIRE_ALL: [Param; 5] = [
     param("request_id", DataType::String, true, Some("null")),
 ];
 static RELEASE: [Param; 1] = [param("lease", DataType::object(DECISION), false, None)];
-static PEEK: [Param; 5] = [
+static PEEK: [Param; 6] = [
     param("subject", DataType::String, false, None),
     param("limit", DataType::Long, true, Some("null")),
     param("per", DataType::Double, true, Some("null")),
     param("scope", DataType::String, false, Some("\"default\"")),
     param("policy", DataType::String, false, Some("\"token_bucket\"")),
+    param("amount", DataType::Long, true, Some("null")),
 ];
-static REFUND: [Param; 6] = [
+static REFUND: [Param; 7] = [
     param("subject", DataType::String, false, None),
     param("cost", DataType::Long, false, Some("1")),
     param("limit", DataType::Long, true, Some("null")),
     param("per", DataType::Double, true, Some("null")),
     param("scope", DataType::String, false, Some("\"default\"")),
     param("policy", DataType::String, false, Some("\"token_bucket\"")),
+    param("amount", DataType::Long, true, Some("null")),
 ];
 static TOP: [Param; 1] = [param("n", DataType::Long, false, Some("10"))];
 static RESET: [Param; 2] = [
@@ -172,6 +176,25 @@ fn kind_arg(call: &Call, i: usize) -> Result<Kind, Error> {
     Kind::from_name(&name).ok_or_else(|| call.value_error(i, &policy_error()))
 }
 
+/// `$amount` at position `i` onto `policy` (whose kind `$policy`, at position `kind_at`, set):
+/// a stepped bucket's tokens per step, `$limit` when null; any other policy takes none.
+fn amount_arg(call: &Call, i: usize, kind_at: usize, policy: Policy) -> Result<Policy, Error> {
+    match (call.long(i)?, policy.kind()) {
+        (None, _) => Ok(policy),
+        (Some(_), k) if k != Kind::SteppedBucket => Err(call.value_error(
+            i,
+            &format!(
+                "must be null unless argument #{} ($policy) is \"stepped_bucket\"",
+                kind_at + 1
+            ),
+        )),
+        (Some(a), _) if a < 1 => Err(call.value_error(i, "must be greater than 0")),
+        (Some(a), _) => policy.with_amount(a as u64).map_err(|_| {
+            call.value_error(i, &format!("must be less than or equal to {MAX_LIMIT}"))
+        }),
+    }
+}
+
 fn request_id_arg(call: &Call, i: usize) -> Result<Option<Vec<u8>>, Error> {
     match call.nullable_string(i)? {
         Some(id) if id.is_empty() => Err(call.value_error(i, "must not be empty")),
@@ -251,7 +274,7 @@ extern "C" fn ratelimit_acquire(ex: &mut ExecuteData, retval: &mut Zval) {
             c => c as u64,
         };
         let request_id = request_id_arg(&call, 6)?;
-        let policy = policy.with_kind(kind_arg(&call, 7)?);
+        let policy = amount_arg(&call, 8, 7, policy.with_kind(kind_arg(&call, 7)?))?;
         let ask = Ask::new(policy, cost, max_inflight);
         let acquired = worker::with(&config, |l| {
             l.acquire_request(&subject, &scope, &ask, request_id.as_deref())
@@ -286,7 +309,7 @@ extern "C" fn ratelimit_reserve(ex: &mut ExecuteData, retval: &mut Zval) {
         // maximum does); the others never hold it (Symfony's reserve() throws).
         let most = match kind {
             Kind::FixedWindow => MAX_LIMIT,
-            Kind::TokenBucket | Kind::SlidingWindow => policy.limit(),
+            Kind::TokenBucket | Kind::SlidingWindow | Kind::SteppedBucket => policy.limit(),
         };
         let cost = match call.long(5)?.unwrap_or(1) {
             c if c < 1 => return Err(call.value_error(5, "must be greater than 0")),
@@ -304,7 +327,7 @@ extern "C" fn ratelimit_reserve(ex: &mut ExecuteData, retval: &mut Zval) {
             }
             c => c as u64,
         };
-        let policy = policy.with_kind(kind);
+        let policy = amount_arg(&call, 7, 6, policy.with_kind(kind))?;
         let ask = Ask::new(policy, cost, 0).reserving(max_wait_ms);
         let acquired = worker::with(&config, |l| {
             l.acquire_request(&subject, &scope, &ask, None)
@@ -354,7 +377,7 @@ extern "C" fn ratelimit_peek(ex: &mut ExecuteData, retval: &mut Zval) {
         let subject = subject_arg(&call, 0)?;
         let policy = policy_args(&call, 1, &config)?;
         let scope = scope_arg(&call, 3)?;
-        let policy = policy.with_kind(kind_arg(&call, 4)?);
+        let policy = amount_arg(&call, 5, 4, policy.with_kind(kind_arg(&call, 4)?))?;
         let verdict = worker::with(&config, |l| {
             l.peek(&subject, &scope, &policy).map_err(Error::Store)
         })?;
@@ -380,7 +403,7 @@ extern "C" fn ratelimit_refund(ex: &mut ExecuteData, retval: &mut Zval) {
         };
         let policy = policy_args(&call, 2, &config)?;
         let scope = scope_arg(&call, 4)?;
-        let policy = policy.with_kind(kind_arg(&call, 5)?);
+        let policy = amount_arg(&call, 6, 5, policy.with_kind(kind_arg(&call, 5)?))?;
         let given = worker::with(&config, |l| {
             l.refund(&subject, &scope, &policy, cost)
                 .map_err(Error::Store)

@@ -407,7 +407,7 @@ pub fn the_decision_vectors_hold<B: Backend>(b: &B) {
         let n = cases.len() as u8 + 1;
         let k = *cases.entry(v.case.clone()).or_insert_with(|| key(n));
         clock.set(T0 + v.t);
-        let policy = Policy::new(v.limit, v.per_ms).unwrap().with_kind(v.kind);
+        let policy = v.policy;
         let a = Ask::new(policy, v.cost, v.inflight);
         let got = s.acquire(&k, &a, v.ttl_ms, &mut none()).unwrap().verdict;
         if got.source == Source::DenyCache {
@@ -512,6 +512,13 @@ pub fn every_policy_decides_as_the_core<B: Backend>(b: &B) {
             }
             _ => 1 + rng.below(900),
         };
+        // A stepped bucket's amount, 1 to past the limit (drawn for it alone: the other
+        // policies' sequences stay as they were).
+        let amount = if kind == Kind::SteppedBucket {
+            1 + rng.below(limit + 1)
+        } else {
+            limit
+        };
         let mut kind = kind;
         let mut now = T0;
         let mut state: Option<Bucket> = None;
@@ -524,7 +531,11 @@ pub fn every_policy_decides_as_the_core<B: Backend>(b: &B) {
             if kind != Kind::TokenBucket && rng.below(20) == 0 {
                 kind = Kind::ALL[1 + rng.below(2) as usize];
             }
-            let p = Policy::new(limit, per).unwrap().with_kind(kind);
+            let p = Policy::new(limit, per)
+                .unwrap()
+                .with_kind(kind)
+                .with_amount(amount)
+                .unwrap();
             if rng.below(8) == 0 {
                 let got = s.peek(&k, &p, &mut none()).unwrap();
                 assert_eq!(numbers(&got), numbers(&peek(state, &p, now)), "peek {step}");
@@ -622,8 +633,7 @@ pub fn the_reservation_vectors_hold<B: Backend>(b: &B) {
         let k = cases.len() as u8 + 80;
         let k = *cases.entry(f[0]).or_insert_with(|| key(k));
         clock.set(T0 + f[4].parse::<i64>().unwrap());
-        let kind = ratelimit::core::bucket::Kind::from_name(f[3].as_bytes()).unwrap();
-        let plain = Ask::new(Policy::new(n(1), n(2)).unwrap().with_kind(kind), n(5), 0);
+        let plain = Ask::new(Policy::from_vector(n(1), n(2), f[3]).unwrap(), n(5), 0);
         let a = match f[6] {
             "-" => plain,
             "inf" => plain.reserving(u64::MAX),
@@ -660,7 +670,9 @@ pub mod vectors {
         pub case: String,
         pub limit: u64,
         pub per_ms: u64,
-        pub kind: ratelimit::core::bucket::Kind,
+        /// The limit, its period and its policy (`policy` column: a name, and for a stepped
+        /// bucket its amount after a colon).
+        pub policy: ratelimit::core::bucket::Policy,
         pub inflight: u64,
         pub ttl_ms: u64,
         pub t: i64,
@@ -680,7 +692,7 @@ pub mod vectors {
                     case: f[0].to_string(),
                     limit: n(1),
                     per_ms: n(2),
-                    kind: ratelimit::core::bucket::Kind::from_name(f[3].as_bytes())
+                    policy: ratelimit::core::bucket::Policy::from_vector(n(1), n(2), f[3])
                         .unwrap_or_else(|| panic!("{l:?}")),
                     inflight: n(4),
                     ttl_ms: n(5),
@@ -1437,7 +1449,16 @@ pub fn reservations_decide_as_the_core<B: Backend>(b: &B) {
         let k = key(60 + n as u8);
         let limit = 1 + rng.below(5);
         let per = 1 + rng.below(900);
-        let p = Policy::new(limit, per).unwrap().with_kind(kind);
+        let amount = if kind == Kind::SteppedBucket {
+            1 + rng.below(limit + 1)
+        } else {
+            limit
+        };
+        let p = Policy::new(limit, per)
+            .unwrap()
+            .with_kind(kind)
+            .with_amount(amount)
+            .unwrap();
         let mut now = T0;
         let mut state: Option<Bucket> = None;
         for step in 0..150 {

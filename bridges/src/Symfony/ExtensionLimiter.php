@@ -17,7 +17,9 @@ use Symfony\Component\RateLimiter\Reservation;
 /**
  * Symfony's LimiterInterface on the extension: every decision (consume, reserve) is one atomic
  * step of the extension's store, shared by every PHP process of the host (or every host of a
- * Redis site), under the extension's `$policy` of the same name as Symfony's.
+ * Redis site), under the extension's `$policy` of the same name as Symfony's, but for
+ * `token_bucket`, which is the extension's `stepped_bucket`: `amount` tokens at each whole
+ * `interval`, as Symfony's bucket refills.
  *
  * What Symfony's limiters report around the decision (the RateLimit's instants in whole
  * seconds, consume(0) accepted, the version's differences) is reproduced here so code written
@@ -36,7 +38,8 @@ final class ExtensionLimiter implements LimiterInterface
      * @param string $subject  the key, 1 .. 1024 bytes (see RateLimit\Bridge\Key::subject())
      * @param string $policy   "token_bucket", "fixed_window" or "sliding_window"
      * @param int    $limit    a token bucket's burst, a window's size
-     * @param float  $per      the extension's `$per`: seconds to refill `$limit` tokens, a window's length
+     * @param float  $per      the extension's `$per`: a token bucket's `interval` (the period of its
+     *                          steps), a window's length
      * @param int    $inflight most live leases per subject (0: none); see release()
      * @param int    $interval a token bucket's refill interval in seconds (a window's: its length)
      * @param int    $amount   tokens a token bucket gets back every `$interval` (windows: `$limit`)
@@ -85,7 +88,8 @@ final class ExtensionLimiter implements LimiterInterface
             per: $this->per,
             scope: $this->scope,
             cost: $tokens,
-            policy: $this->policy,
+            policy: $this->extensionPolicy(),
+            amount: $this->extensionAmount(),
         );
         if (!$decision->allowed) {
             $wait = $this->reportedWait($decision, $tokens);
@@ -170,7 +174,8 @@ final class ExtensionLimiter implements LimiterInterface
             inflight: $this->inflight,
             scope: $this->scope,
             cost: $tokens,
-            policy: $this->policy,
+            policy: $this->extensionPolicy(),
+            amount: $this->extensionAmount(),
         );
         if ($decision->lease !== null) {
             $this->leases[] = $decision->lease;
@@ -209,7 +214,7 @@ final class ExtensionLimiter implements LimiterInterface
         return $this->limit;
     }
 
-    /** The extension's `$per`: seconds to refill the whole bucket, or a window's length. */
+    /** The extension's `$per`: a token bucket's `interval`, or a window's length. */
     public function getPer(): float
     {
         return $this->per;
@@ -232,8 +237,24 @@ final class ExtensionLimiter implements LimiterInterface
             limit: $this->limit,
             per: $this->per,
             scope: $this->scope,
-            policy: $this->policy,
+            policy: $this->extensionPolicy(),
+            amount: $this->extensionAmount(),
         );
+    }
+
+    /**
+     * The extension's policy: Symfony's token bucket refills `amount` tokens at each whole
+     * `interval` (the extension's `stepped_bucket`), not continuously (its `token_bucket`).
+     */
+    private function extensionPolicy(): string
+    {
+        return $this->policy === 'token_bucket' ? 'stepped_bucket' : $this->policy;
+    }
+
+    /** The extension's `$amount`: a token bucket's tokens per `interval`; null for a window. */
+    private function extensionAmount(): ?int
+    {
+        return $this->policy === 'token_bucket' ? $this->amount : null;
     }
 
     /**

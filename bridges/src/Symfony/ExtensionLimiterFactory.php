@@ -20,8 +20,8 @@ use Symfony\Component\RateLimiter\Policy\NoLimiter;
  * - `policy` (required): `token_bucket`, `fixed_window`, `sliding_window` or `no_limit`, each
  *   decided by the extension's policy of that name.
  * - `token_bucket`: `limit` (the burst) and `rate` => [`interval` (e.g. '1 minute'), `amount`
- *   (default 1)]: `amount` tokens per `interval`, as a bucket of `limit` refilled over
- *   `limit * interval / amount` seconds (1 per day: the next token a day later).
+ *   (default 1)]: `amount` tokens back at each whole `interval`, as Symfony's bucket refills
+ *   (the extension's `stepped_bucket` with `$per` = `interval`).
  * - `fixed_window`, `sliding_window`: `limit` per `interval`.
  * Bridge-only:
  * - `inflight` (default 0): at most this many accepted consume() of one key live at once, each
@@ -90,8 +90,8 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
                 }
                 $this->amount = isset($rate['amount']) ? self::int($rate, 'amount', 1) : 1;
                 $this->interval = self::seconds(self::string($rate, 'interval'));
-                // `amount` tokens every `interval` seconds: `limit` tokens take limit/amount intervals.
-                $this->per = $this->limit * $this->interval / $this->amount;
+                // `amount` tokens at each whole `interval` (the extension's stepped_bucket).
+                $this->per = (float) $this->interval;
                 break;
             case 'fixed_window':
             case 'sliding_window':
@@ -115,9 +115,8 @@ final class ExtensionLimiterFactory implements LimiterFactoryInterface
         }
         if ($this->policy !== 'no_limit' && ($this->per < 0.001 || $this->per > 1e9)) {
             throw new \InvalidArgumentException(sprintf(
-                'The limiter "%s" refills its %d tokens in %s s: the extension takes 0.001 to 10^9 s.',
+                'The limiter "%s" has a period of %s s: the extension takes 0.001 to 10^9 s.',
                 $id,
-                $this->limit,
                 $this->per,
             ));
         }

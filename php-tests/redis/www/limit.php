@@ -1,10 +1,11 @@
 <?php
 // One rate decision: ?s=subject&limit=5&per=86400 (&policy=fixed_window, default token_bucket;
-// &ms=N sleeps N ms afterwards, which spreads concurrent requests over the workers). 200 when
-// admitted, 429 when not.
+// &amount=N a stepped_bucket's tokens per step; &ms=N sleeps N ms afterwards, which spreads
+// concurrent requests over the workers). 200 when admitted, 429 when not.
 require __DIR__ . '/_common.inc';
 $d = rt_decide(fn () => ratelimit_acquire($_GET['s'] ?? 'demo', limit: (int) ($_GET['limit'] ?? 5),
-    per: (float) ($_GET['per'] ?? 86400), policy: $_GET['policy'] ?? 'token_bucket'));
+    per: (float) ($_GET['per'] ?? 86400), policy: $_GET['policy'] ?? 'token_bucket',
+    amount: isset($_GET['amount']) ? (int) $_GET['amount'] : null));
 if (isset($_GET['ms'])) {
     usleep(1000 * (int) $_GET['ms']);
 }

@@ -2,7 +2,7 @@
 //! steps, backwards ones included, and costs): the verdicts must be equal, number for number.
 //! The models keep whole tokens (windows) or exact fractions (the token bucket) in i128 and
 //! find every wait by trying each millisecond in turn, so they share no arithmetic with the
-//! closed forms of `bucket.rs`.
+//! closed forms of `bucket.rs` (the stepped bucket's model adds its steps one at a time).
 
 use super::*;
 use crate::core::decision::{decide, Ask};
@@ -22,11 +22,17 @@ enum Model {
     Fixed(Option<(i128, i128)>),
     /// The current window (start, tokens used in it, tokens used in the previous one).
     Sliding(Option<(i128, i128, i128)>),
+    /// Milli-tokens held and the instant of the last step: `amount` tokens at each whole
+    /// period after it, one step at a time, never past the limit; found full, the steps start
+    /// again at the call.
+    Stepped { t: i128, s: i128 },
 }
 
 struct Limits {
     limit: i128,
     per: i128,
+    /// Tokens per step (stepped bucket).
+    amount: i128,
 }
 
 impl Model {
@@ -38,6 +44,10 @@ impl Model {
             },
             Kind::FixedWindow => Model::Fixed(None),
             Kind::SlidingWindow => Model::Sliding(None),
+            Kind::SteppedBucket => Model::Stepped {
+                t: l.limit * 1000,
+                s: now,
+            },
         }
     }
 
@@ -71,6 +81,19 @@ impl Model {
                 }
                 w.map_or(now, |(s, _, _)| now.max(s))
             }
+            Model::Stepped { t, s } => {
+                if now >= *s {
+                    while *t < l.limit * 1000 && *s + l.per <= now {
+                        *t += l.amount * 1000;
+                        *s += l.per;
+                    }
+                    if *t >= l.limit * 1000 {
+                        *t = l.limit * 1000;
+                        *s = now;
+                    }
+                }
+                now.max(*s)
+            }
         }
     }
 
@@ -97,12 +120,21 @@ impl Model {
                 };
                 (l.limit - used).max(0) * 1000
             }
+            Model::Stepped { .. } => {
+                let mut later = self.clone();
+                later.advance(l, t);
+                match later {
+                    Model::Stepped { t, .. } => t,
+                    _ => unreachable!(),
+                }
+            }
         }
     }
 
     fn take(&mut self, l: &Limits, tokens: i128, e: i128) {
         match self {
             Model::Tokens { x, .. } => *x -= tokens * 1000 * l.per,
+            Model::Stepped { t, .. } => *t -= tokens * 1000,
             Model::Fixed(w) => *w = Some(w.map_or((e, tokens), |(s, u)| (s, u + tokens))),
             Model::Sliding(w) => {
                 *w = Some(w.map_or((e, tokens, 0), |(s, c, p)| (s, c + tokens, p)))
@@ -112,9 +144,9 @@ impl Model {
 
     /// Ms from `now` until `milli` are available, trying every millisecond from `e`.
     fn wait(&self, l: &Limits, milli: i128, e: i128, now: i128) -> u64 {
-        let t = (e..=e + 3 * l.per + 1)
+        let t = (e..=e + (l.limit + 3) * l.per + 1)
             .find(|&t| self.available_at(l, t) >= milli)
-            .expect("every limit is whole again within three periods");
+            .expect("every limit is whole again within limit + 3 periods");
         (t - now) as u64
     }
 
@@ -147,7 +179,7 @@ impl Model {
 }
 
 fn kind_of(i: u8) -> Kind {
-    Kind::ALL[i as usize % 3]
+    Kind::ALL[i as usize % Kind::ALL.len()]
 }
 
 proptest! {
@@ -157,9 +189,10 @@ proptest! {
     /// calls (backwards steps of the clock included) and their costs.
     #[test]
     fn every_policy_decides_as_its_model(
-        kind in 0u8..3,
+        kind in 0u8..4,
         limit in 1u64..8,
         per_ms in 1u64..300,
+        amount in 1u64..10,
         steps in proptest::collection::vec((-400i64..900, 1u64..8), 1..80),
     ) {
         let kind = kind_of(kind);
@@ -174,8 +207,8 @@ proptest! {
         } else {
             per_ms
         };
-        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind);
-        let l = Limits { limit: limit as i128, per: per_ms as i128 };
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind).with_amount(amount).unwrap();
+        let l = Limits { limit: limit as i128, per: per_ms as i128, amount: amount as i128 };
         let start = 1_000_000i64;
         let mut now = start;
         let mut model: Option<Model> = None;
@@ -198,13 +231,14 @@ proptest! {
     /// finds more available than at the latest reading: going back mints nothing.
     #[test]
     fn a_clock_going_back_mints_nothing(
-        kind in 0u8..3,
+        kind in 0u8..4,
         limit in 1u64..8,
         per_ms in 1u64..300,
+        amount in 1u64..10,
         steps in proptest::collection::vec((0i64..500, 0u64..8), 1..40),
         back in 1i64..2_000,
     ) {
-        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind));
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind)).with_amount(amount).unwrap();
         let mut now = 1_000_000i64;
         let mut b: Option<Bucket> = None;
         for (dt, cost) in steps {
@@ -230,13 +264,14 @@ proptest! {
     /// exactly; nothing is minted, nothing used is forgotten.
     #[test]
     fn a_policy_change_keeps_what_is_available(
-        from in 0u8..3, to in 0u8..3,
+        from in 0u8..4, to in 0u8..4,
         limit in 1u64..8,
         per_ms in 1u64..300,
+        amount in 1u64..10,
         steps in proptest::collection::vec((0i64..500, 1u64..8), 1..20),
         later in 0i64..1_000,
     ) {
-        let p = Policy::new(limit, per_ms).unwrap();
+        let p = Policy::new(limit, per_ms).unwrap().with_amount(amount).unwrap();
         let (old, new) = (p.with_kind(kind_of(from)), p.with_kind(kind_of(to)));
         let mut now = 1_000_000i64;
         let mut b: Option<Bucket> = None;
@@ -257,12 +292,13 @@ proptest! {
     /// panicking, never beyond capacity.
     #[test]
     fn any_stored_window_decides_within_capacity(
-        tokens in any::<u64>(), stamp in any::<i64>(), prev in any::<u64>(), code in 0i64..3,
+        tokens in any::<u64>(), stamp in any::<i64>(), prev in any::<u64>(), code in 0i64..4,
         now in any::<i64>(), limit in 1u64..=MAX_LIMIT, per_ms in MIN_PER_MS..=MAX_PER_MS,
-        asked in 0i64..3,
+        asked in 0i64..4, amount in 1u64..=MAX_LIMIT,
     ) {
         let kind = Kind::from_code(code).unwrap();
-        let p = Policy::new(limit, per_ms).unwrap().with_kind(Kind::from_code(asked).unwrap());
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(Kind::from_code(asked).unwrap())
+            .with_amount(amount).unwrap();
         let b = Bucket { tokens, stamp, prev, kind };
         let d = decide(Some(b), &Ask::new(p, 1, 0), Slots::default(), now);
         prop_assert!(d.bucket.available(&p, now) <= p.capacity());

@@ -10,6 +10,8 @@
 //!   can only withhold, never mint), never before `now` nor before its latest booking's
 //!   decision; what is left once the debt is paid is held as tokens, up to the capacity. A
 //!   booking already told to wait keeps its instant: the queue behind it only gets shorter;
+//! - a stepped bucket gets the milli-tokens back up to its capacity; in debt, they go to what
+//!   its booked step leaves over (the step itself does not move: nothing is there before it);
 //! - a fixed or sliding window has its current window's count lowered, never below 0 (so it
 //!   never allows more than its limit); the previous window of a sliding one has ended and is
 //!   left alone.
@@ -37,7 +39,9 @@ pub fn refund(stored: Option<Bucket>, policy: &Policy, milli: u64, now: i64) -> 
     } = stored?.refill(policy, now);
     let given = match policy.kind {
         Kind::TokenBucket if b.prev != 0 && b.stamp > now => b.pay_debt(policy, milli, now),
-        Kind::TokenBucket => {
+        // A stepped bucket in debt holds what its booked step leaves over: that grows, up to
+        // the capacity, and the step stays where it is (nothing is there before it).
+        Kind::TokenBucket | Kind::SteppedBucket => {
             let before = b.tokens.min(policy.capacity());
             b.tokens = before.saturating_add(milli).min(policy.capacity());
             b.tokens - before
@@ -168,6 +172,25 @@ mod tests {
         let r = refund(Some(debt), &p, 5_000, 1_000).unwrap();
         assert_eq!(r.bucket, Bucket::tokens_at(1_000, 1_000));
         assert_eq!(r.given, 4_000);
+    }
+
+    #[test]
+    fn a_stepped_debt_keeps_its_step_and_holds_more_at_it() {
+        // 5 tokens, 2 back every second; booked to the step at t = 3000, 1 left over there.
+        let p = policy(5, 1_000, Kind::SteppedBucket).with_amount(2).unwrap();
+        let debt = Bucket {
+            tokens: 1_000,
+            stamp: 3_000,
+            prev: 1_000,
+            kind: Kind::SteppedBucket,
+        };
+        let r = refund(Some(debt), &p, 2_000, 1_500).unwrap();
+        assert_eq!((r.bucket.stamp, r.bucket.tokens, r.given), (3_000, 3_000, 2_000));
+        // Nothing is there before the step, refund or not.
+        assert_eq!(r.bucket.available(&p, 2_999), 0);
+        // Never more than the capacity at the step.
+        let r = refund(Some(r.bucket), &p, 9_000, 1_500).unwrap();
+        assert_eq!((r.bucket.tokens, r.given), (5_000, 2_000));
     }
 
     #[test]

@@ -23,7 +23,7 @@ fn acquire(b: Option<Bucket>, p: Policy, cost: u64, now: i64) -> Decided {
 }
 
 fn kind_of(i: u8) -> Kind {
-    Kind::ALL[i as usize % 3]
+    Kind::ALL[i as usize % Kind::ALL.len()]
 }
 
 #[test]
@@ -196,12 +196,13 @@ proptest! {
     /// maximum, and a denial takes nothing.
     #[test]
     fn the_wait_is_exact_and_never_past_the_maximum(
-        kind in 0u8..3,
+        kind in 0u8..4,
         limit in 1u64..8,
         per_ms in 1u64..3_000,
+        amount in 1u64..10,
         steps in proptest::collection::vec((0i64..700, 1u64..8, 0u64..5_000, any::<bool>()), 1..40),
     ) {
-        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind));
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind)).with_amount(amount).unwrap();
         let mut now = T0;
         let mut b: Option<Bucket> = None;
         for (dt, cost, max_wait, plain) in steps {
@@ -274,14 +275,15 @@ proptest! {
     /// reading would, nor finds more available: going back mints nothing.
     #[test]
     fn a_clock_going_back_books_nothing_sooner(
-        kind in 0u8..3,
+        kind in 0u8..4,
         limit in 1u64..8,
         per_ms in 1u64..3_000,
+        amount in 1u64..10,
         steps in proptest::collection::vec((0i64..700, 1u64..8, any::<bool>()), 1..30),
         back in 1i64..5_000,
         cost in 1u64..8,
     ) {
-        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind));
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(kind_of(kind)).with_amount(amount).unwrap();
         let mut now = T0;
         let mut b: Option<Bucket> = None;
         for (dt, c, booking) in steps {
@@ -303,5 +305,167 @@ proptest! {
             early_at, now + latest.wait_ms as i64);
         let r = b.refill(&p, earlier).bucket;
         prop_assert!(r.available(&p, earlier) <= b.refill(&p, now).bucket.available(&p, now));
+    }
+}
+
+proptest! {
+    /// A stepped bucket with bookings, each token counted at the instant it is used (a booked
+    /// one at its booked instant): over any interval [a, b] at most `limit` plus `amount` for
+    /// each step that can fall in it (steps are at least `per` apart: a bucket found full
+    /// starts its steps later, never sooner), forced charges included.
+    #[test]
+    fn a_stepped_bucket_never_lets_more_through_than_its_steps_bring(
+        limit in 1u64..8,
+        per_ms in 1u64..3_000,
+        amount in 1u64..10,
+        steps in proptest::collection::vec((0i64..700, 1u64..8, 0u64..8_000, 0u8..3), 1..60),
+    ) {
+        let p = Policy::new(limit, per_ms).unwrap().with_kind(Kind::SteppedBucket)
+            .with_amount(amount).unwrap();
+        let mut now = T0;
+        let mut b: Option<Bucket> = None;
+        let mut used: Vec<(i64, u64)> = vec![];
+        for (dt, cost, max_wait, how) in steps {
+            now += dt;
+            let cost = cost.min(limit);
+            let d = match how {
+                0 => acquire(b, p, cost, now),
+                1 => reserve(b, p, cost, max_wait, now),
+                _ => reserve(b, p, cost, u64::MAX, now),
+            };
+            if d.verdict.took() {
+                used.push((now + d.verdict.wait_ms as i64, cost));
+            }
+            b = Some(d.bucket);
+        }
+        used.sort();
+        for i in 0..used.len() {
+            let mut sum = 0;
+            for j in i..used.len() {
+                sum += used[j].1;
+                let span = (used[j].0 - used[i].0) as u64;
+                let bound = limit + (span / per_ms + 1) * amount.min(limit);
+                prop_assert!(sum <= bound, "{} tokens used in {} ms", sum, span);
+            }
+        }
+    }
+}
+
+/// Symfony's TokenBucketLimiterTest::testBucketRefilledWithStrictFrequency, in ms: 1000 tokens,
+/// 100 more every 15 s; 300 taken, then one every 4 s: 100 come back at each whole 15 s from
+/// the first call, the bucket never past 1000.
+#[test]
+fn a_stepped_bucket_refills_its_amount_at_each_whole_period() {
+    let p = Policy::new(1_000, 15_000)
+        .unwrap()
+        .with_kind(Kind::SteppedBucket)
+        .with_amount(100)
+        .unwrap();
+    let d = acquire(None, p, 300, T0);
+    assert_eq!(d.verdict.remaining, 700);
+    let mut b = d.bucket;
+    let mut expected = 699;
+    for i in 1..=20i64 {
+        let d = acquire(Some(b), p, 1, T0 + 4_000 * i);
+        assert!(d.verdict.allowed);
+        assert_eq!(d.verdict.remaining, expected, "call {i}");
+        b = d.bucket;
+        expected -= 1;
+        if [3, 7, 11].contains(&i) {
+            expected += 100;
+        } else if i == 14 || i == 18 {
+            expected = 999;
+        }
+    }
+}
+
+#[test]
+fn a_stepped_bucket_denial_waits_for_the_step_that_brings_the_tokens() {
+    // 10, 10 more each second: 8 taken at T0, 4 asked 300 ms later wait until T0 + 1 s.
+    let p = Policy::new(10, 1_000)
+        .unwrap()
+        .with_kind(Kind::SteppedBucket);
+    let b = acquire(None, p, 8, T0).bucket;
+    let d = acquire(Some(b), p, 4, T0 + 300);
+    assert_eq!((d.verdict.allowed, d.verdict.retry_after_ms), (false, 700));
+    assert!(!acquire(Some(b), p, 4, T0 + 999).verdict.allowed);
+    assert!(acquire(Some(b), p, 4, T0 + 1_000).verdict.allowed);
+}
+
+#[test]
+fn a_stepped_booking_keeps_what_its_step_leaves_over() {
+    // Symfony's reserve() on 10 with 10 per second: 5 and 5 now, the next 5 at the step 1 s
+    // after the first call, which leaves 5 for the call after it and nothing before it.
+    let p = Policy::new(10, 1_000)
+        .unwrap()
+        .with_kind(Kind::SteppedBucket);
+    let a = reserve(None, p, 5, u64::MAX, T0);
+    let b = reserve(Some(a.bucket), p, 5, u64::MAX, T0 + 10);
+    let c = reserve(Some(b.bucket), p, 5, u64::MAX, T0 + 20);
+    assert_eq!(
+        (a.verdict.wait_ms, b.verdict.wait_ms, c.verdict.wait_ms),
+        (0, 0, 980)
+    );
+    assert_eq!(c.verdict.reserved, 5, "5 booked and not yet earned");
+    let booked = c.bucket;
+    assert!(!acquire(Some(booked), p, 1, T0 + 999).verdict.allowed);
+    let d = acquire(Some(booked), p, 5, T0 + 1_000);
+    assert_eq!((d.verdict.allowed, d.verdict.remaining), (true, 0));
+    assert!(!acquire(Some(d.bucket), p, 1, T0 + 1_500).verdict.allowed);
+}
+
+#[test]
+fn a_stepped_bucket_read_before_its_booked_step_has_nothing_whatever_the_clock() {
+    let p = Policy::new(10, 1_000)
+        .unwrap()
+        .with_kind(Kind::SteppedBucket);
+    let taken = acquire(None, p, 10, T0).bucket;
+    let booked = reserve(Some(taken), p, 1, u64::MAX, T0 + 100).bucket;
+    // 9 are left over at T0 + 1 s; none of them before, also on a clock read before the
+    // booking was decided.
+    for t in [T0 - 5_000, T0, T0 + 100, T0 + 999] {
+        assert_eq!(booked.refill(&p, t).bucket.available(&p, t), 0, "at {t}");
+    }
+    assert_eq!(
+        booked
+            .refill(&p, T0 + 1_000)
+            .bucket
+            .available(&p, T0 + 1_000),
+        9_000
+    );
+}
+
+#[test]
+fn a_stepped_debt_survives_a_change_to_the_token_bucket() {
+    // (The amount is not stored: a call of another policy reads the old one's steps with
+    // its own, here the default: the limit.)
+    let stepped = Policy::new(2, 3_600_000)
+        .unwrap()
+        .with_kind(Kind::SteppedBucket);
+    let b = acquire(None, stepped, 2, T0).bucket;
+    let b = reserve(Some(b), stepped, 1, u64::MAX, T0).bucket;
+    let tb = Policy::new(2, 3_600_000).unwrap();
+    let d = acquire(Some(b), tb, 1, T0 + 1_000);
+    assert!(!d.verdict.allowed, "the token owed is not forgotten");
+    assert_eq!(
+        d.bucket.stamp,
+        T0 + 3_600_000,
+        "nothing before the booked instant"
+    );
+    assert!(d.verdict.retry_after_ms >= 3_600_000 - 1_000);
+}
+
+#[test]
+fn the_code_argument_reads_back() {
+    let p = Policy::new(5, 1_000).unwrap();
+    for q in [
+        p,
+        p.with_kind(Kind::SlidingWindow),
+        p.with_kind(Kind::SteppedBucket).with_amount(3).unwrap(),
+    ] {
+        assert_eq!(p.with_code_arg(q.code_arg().as_bytes()), Some(q));
+    }
+    for bad in ["", "4", "3", "3:", "3:0", "0:1", "3:x", "33:1", "3:-1"] {
+        assert_eq!(p.with_code_arg(bad.as_bytes()), None, "{bad:?}");
     }
 }

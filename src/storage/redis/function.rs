@@ -144,6 +144,8 @@ impl RedisStore {
             || ask.max_inflight > 0
             || ask.request.is_some()
             || ask.max_wait_ms.is_some()
+            // The Function knows the policies of old; a stepped bucket goes to the script.
+            || ask.policy.kind() == crate::core::bucket::Kind::SteppedBucket
         {
             return Ok(None);
         }

@@ -599,7 +599,7 @@ impl Store for RedisStore {
             hex(&key.bucket),
             terms,
             replays,
-            ask.policy.kind().code().to_string(),
+            ask.policy.code_arg(),
         ];
         // A reservation's longest wait, a 13th argument (never the plain short form).
         let mut args = Vec::from(args);
@@ -663,7 +663,7 @@ impl Store for RedisStore {
             args.push(a.policy.per_ms().to_string());
             args.push(a.cost.to_string());
             args.push(u8::from(a.dry_run).to_string());
-            args.push(a.policy.kind().code().to_string());
+            args.push(a.policy.code_arg());
         }
         let reply: AcquireAllReply =
             self.step(Command::AcquireAll, &scripts().acquire_all, &names, &args)?;
@@ -767,7 +767,7 @@ impl crate::storage::Refunds for RedisStore {
             policy.limit().to_string(),
             policy.per_ms().to_string(),
             cost.to_string(),
-            policy.kind().code().to_string(),
+            policy.code_arg(),
         ];
         let flags: u8 = self.step(Command::Refund, &scripts().refund, &[bucket], &args)?;
         let mut counts = Counters::default();

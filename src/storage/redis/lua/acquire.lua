@@ -7,7 +7,8 @@
 -- ARGV: now ('' = the server's TIME), limit, per_ms, cost, max_inflight, lease_ttl_ms,
 -- lease id (hex, '' without inflight), dry_run ('1'/'0'), request_ttl_ms ('0' = no request id),
 -- the bucket's name (hex, recorded with an admission), the call's terms (hex), replays, the
--- policy's code (0 token bucket, 1 fixed window, 2 sliding window), and for a reservation
+-- policy's code (0 token bucket, 1 fixed window, 2 sliding window, '3:<amount>' a stepped
+-- bucket: core::bucket::Policy::code_arg), and for a reservation
 -- (ratelimit_reserve) the longest wait to book in ms ('inf': any; absent: a plain call).
 -- Returns { reason (0 ok, 1 rate, 2 inflight, 3 in progress), remaining, retry_after,
 -- reset_after, next_token, flags (1 dry run, 2 replay, 4 clock regressed), lease id or '',
@@ -29,7 +30,7 @@ local GRACE_MS = 1000
 local limit, per, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]) * MILLI
 local max_inflight, lease_ttl, lease_id = tonumber(A[5]), tonumber(A[6]), A[7]
 local request_ttl = tonumber(A[9])
-local p = policy(limit, per, tonumber(A[13]))
+local p = policy(limit, per, A[13])
 
 -- A call with a request id: a replay or a retry in progress takes nothing and writes no
 -- bucket; either tells the bucket as it stands (what a peek would say). Judged by the

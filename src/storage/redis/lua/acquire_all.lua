@@ -24,7 +24,7 @@ local LK, QK = KEYS[n + 1], KEYS[n + 2]
 local ps, cost, dry, stored, counts = {}, {}, {}, {}, {}
 for i = 1, n do
   local o = 9 + (i - 1) * 5
-  ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 5]))
+  ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), ARGV[o + 5])
   cost[i] = tonumber(ARGV[o + 3]) * MILLI
   dry[i] = ARGV[o + 4] == '1'
   local t, s, _, _, a, d, f, k, pv = parse_bucket(get_bucket(KEYS[i]))

@@ -53,11 +53,56 @@ local function muldiv(a, b, c)
   return whole + quo, rem
 end
 
--- A policy: limit tokens per `per` milliseconds, in milli-tokens, counted as `kind` says
--- (core::bucket::Kind::code: 0 token bucket, 1 fixed window, 2 sliding window).
-local TOKEN_BUCKET, FIXED_WINDOW, SLIDING_WINDOW = 0, 1, 2
-local function policy(limit, per, kind)
-  return { cap = limit * MILLI, per = per, kind = kind or TOKEN_BUCKET }
+-- A policy: limit tokens per `per` milliseconds, in milli-tokens, counted as `code` says
+-- (core::bucket::Policy::code_arg: 0 token bucket, 1 fixed window, 2 sliding window, and
+-- '3:<amount>' a stepped bucket of `amount` tokens per step; a number or nil: its kind alone).
+-- `step`: a stepped bucket's milli-tokens per step, at most the capacity.
+local TOKEN_BUCKET, FIXED_WINDOW, SLIDING_WINDOW, STEPPED_BUCKET = 0, 1, 2, 3
+local function policy(limit, per, code)
+  local kind, amount = TOKEN_BUCKET, limit
+  if type(code) == 'number' then
+    kind = code
+  elseif code and code ~= '' then
+    local k, a = string.match(code, '^([0-3])(.*)$')
+    if not k then
+      error({ err = 'ERR an unknown policy code' })
+    end
+    kind = tonumber(k)
+    if kind == STEPPED_BUCKET then
+      amount = tonumber(string.match(a, '^:(%d+)$'))
+      if not amount or amount < 1 then
+        error({ err = 'ERR a stepped bucket without its amount' })
+      end
+    elseif a ~= '' then
+      error({ err = 'ERR an unknown policy code' })
+    end
+  end
+  return { cap = limit * MILLI, per = per, kind = kind, amount = amount,
+    step = math.min(amount, limit) * MILLI }
+end
+
+-- A bucket of tokens (continuous or stepped), as opposed to a window.
+local function is_bucket(kind)
+  return kind == TOKEN_BUCKET or kind == STEPPED_BUCKET
+end
+
+-- Policy::stepped_ready_at: when `milli` milli-tokens are held, `tokens` held at `stamp`.
+-- Never past MAX_BOOKED (a stamp before it): exact, since a product of 2^53 or more rounds to
+-- one that is still past it.
+local MAX_BOOKED = 2 ^ 52
+local function stepped_ready_at(p, tokens, stamp, milli)
+  if tokens >= milli then
+    return stamp
+  end
+  local steps, r = divmod(milli - tokens, p.step)
+  if r > 0 then
+    steps = steps + 1
+  end
+  local at = stamp + steps * p.per
+  if stamp < MAX_BOOKED then
+    at = math.min(at, MAX_BOOKED)
+  end
+  return at
 end
 
 -- Policy::earned: whole milli-tokens earned in `elapsed` ms, at most one full bucket. From
@@ -125,7 +170,7 @@ end
 
 -- Bucket::full: a limit seen for the first time.
 local function full(p, now)
-  if p.kind == TOKEN_BUCKET then
+  if is_bucket(p.kind) then
     return bucket(p.cap, now, 0, p.kind)
   end
   return bucket(0, now, 0, p.kind)
@@ -143,6 +188,15 @@ local function owed(p, b, now)
   if b.prev == 0 or b.stamp <= now then
     return 0
   end
+  if p.kind == STEPPED_BUCKET then
+    -- The steps still to come up to the stamp's, less what it leaves over.
+    local steps, r = divmod(b.stamp - now, p.per)
+    if r > 0 then
+      steps = steps + 1
+    end
+    -- At most MAX_USED (exact: a product past it stays past it when rounded).
+    return math.min(math.max(0, steps * p.step - b.tokens), 2 ^ 50 - 1)
+  end
   local n, r = divmod(b.stamp - now, p.per)
   local q, rem = muldiv(r, p.cap, p.per)
   local milli = n * p.cap + q
@@ -155,9 +209,10 @@ end
 -- Bucket::in_debt_at: a token bucket booked ahead (see book) and not yet at its stamp, read at
 -- or after the booking's decision (`prev` holds that instant).
 local function in_debt(p, b, now)
-  return p.kind == TOKEN_BUCKET and b.kind == TOKEN_BUCKET and b.prev ~= 0 and now < b.stamp
+  return is_bucket(p.kind) and b.kind == p.kind and b.prev ~= 0 and now < b.stamp
     and now >= b.prev
 end
+
 
 -- Bucket::refill: the bucket brought up to `now` (earnings credited, ended windows rolled),
 -- and whether the clock was seen going backwards (then nothing is earned, no window rolls and
@@ -166,6 +221,7 @@ end
 local function refill(p, b, now)
   if b.kind ~= p.kind then
     local old = policy(p.cap / MILLI, p.per, b.kind)
+    old.amount, old.step = p.amount, p.step
     local r, regressed = refill(old, b, now)
     local a = available(old, r, now)
     -- A token bucket in debt: the window starts now and counts the debt past its limit (a
@@ -178,7 +234,11 @@ local function refill(p, b, now)
     if debt > 0 then
       stamp = now
     end
-    if p.kind == TOKEN_BUCKET then
+    if is_bucket(p.kind) and debt > 0 then
+      -- A debt stays a stamp ahead: nothing before the booked instant under the other bucket.
+      return bucket(0, r.stamp, r.prev, p.kind), regressed
+    end
+    if is_bucket(p.kind) then
       return bucket(a, stamp, 0, p.kind), regressed
     end
     return bucket(math.min(p.cap - a + debt, MAX_USED), stamp, 0, p.kind), regressed
@@ -199,6 +259,18 @@ local function refill(p, b, now)
       return bucket(0, finish, b.tokens, p.kind), regressed
     end
     return bucket(0, now, 0, p.kind), regressed
+  elseif p.kind == STEPPED_BUCKET then
+    -- Bucket::refill_steps: amount per whole period since the stamp, the stamp moved by those
+    -- periods only; found full, it restarts at now.
+    local tokens = math.min(b.tokens, p.cap)
+    if now < b.stamp then
+      return bucket(tokens, b.stamp, b.prev, p.kind), regressed
+    end
+    local steps = divmod(now - b.stamp, p.per)
+    if steps >= p.cap / p.step or tokens + steps * p.step >= p.cap then
+      return bucket(p.cap, now, 0, p.kind), false
+    end
+    return bucket(tokens + steps * p.step, b.stamp + steps * p.per, 0, p.kind), false
   end
   local tokens = math.min(b.tokens, p.cap)
   if now < b.stamp then
@@ -225,13 +297,16 @@ available = function(p, b, now)
     return math.max(0, p.cap - b.tokens)
   elseif p.kind == SLIDING_WINDOW then
     return math.max(0, p.cap - sliding_used(p, b, now))
+  elseif p.kind == STEPPED_BUCKET and b.prev ~= 0 and now < b.stamp then
+    -- Booked: what the stamp's step leaves over is not there before it.
+    return 0
   end
   return math.min(b.tokens, p.cap)
 end
 
 -- Bucket::take: `milli` milli-tokens taken at `now`; the first of a fresh window starts it.
 local function take(p, b, milli, now)
-  if p.kind == TOKEN_BUCKET then
+  if is_bucket(p.kind) then
     b.tokens = b.tokens - milli
     return
   end
@@ -258,6 +333,8 @@ local function ready_at(p, b, milli)
       return math.max(b.stamp, finish - latest_d(p, b.prev, p.cap - b.tokens - milli))
     end
     return math.max(finish, finish + p.per - latest_d(p, b.tokens, math.max(0, p.cap - milli)))
+  elseif p.kind == STEPPED_BUCKET then
+    return stepped_ready_at(p, b.tokens, b.stamp, milli)
   end
   if b.tokens >= milli then
     return b.stamp
@@ -287,18 +364,17 @@ local function wait_for_next_token(p, b, now)
   return wait_for(p, b, (q + 1) * MILLI, now)
 end
 
--- Latest instant a booking reaches (core::bucket::MAX_BOOKED).
-local MAX_BOOKED = 2 ^ 52
+-- Latest instant a booking reaches (core::bucket::MAX_BOOKED): defined above.
 
 -- Bucket::book_wait: ms from `now` until `milli` milli-tokens can be booked (0: now). A
 -- window books a cost past its limit once nothing counts any more.
 local function book_wait(p, b, milli, now)
-  if p.kind ~= TOKEN_BUCKET then
+  if not is_bucket(p.kind) then
     milli = math.min(milli, p.cap)
   end
   local w = wait_for(p, b, milli, now)
   -- core::bucket::MAX_BOOKED: a debt stops there (exact doubles, a valid expiry).
-  if p.kind == TOKEN_BUCKET and w > 0 and now < MAX_BOOKED then
+  if is_bucket(p.kind) and w > 0 and now < MAX_BOOKED then
     w = math.min(w, MAX_BOOKED - now)
   end
   return w
@@ -308,7 +384,19 @@ end
 -- debt holds nothing until the booked instant (stamp), its prev the latest booking's decision
 -- instant; a window counts the booking in the current window, past its limit if need be.
 local function book(p, b, milli, wait, now)
-  if p.kind == TOKEN_BUCKET then
+  if p.kind == STEPPED_BUCKET and wait > 0 then
+    -- The step that pays the booking keeps what it leaves over; nothing is there before.
+    local at = now + wait
+    local steps = divmod(at - math.min(b.stamp, at), p.per)
+    local held = p.cap
+    if steps < p.cap / p.step then
+      held = math.min(b.tokens + steps * p.step, p.cap)
+    end
+    b.prev = math.max(math.max(now, 1), b.prev)
+    b.tokens, b.stamp = math.max(0, held - milli), at
+    return
+  end
+  if is_bucket(p.kind) then
     if wait > 0 then
       b.prev = math.max(math.max(now, 1), b.prev)
       b.tokens, b.stamp = 0, now + wait
@@ -324,7 +412,7 @@ end
 -- Bucket::reserved: whole tokens taken ahead and not yet earned back at `now`, rounded up.
 local function reserved(p, b, now)
   local milli = 0
-  if p.kind == TOKEN_BUCKET then
+  if is_bucket(p.kind) then
     milli = owed(p, b, now)
   elseif p.kind == FIXED_WINDOW then
     milli = math.max(0, b.tokens - p.cap)
@@ -340,6 +428,9 @@ end
 
 -- Bucket::full_at: from when the bucket is full again (a window: nothing used counts).
 local function full_at(p, b)
+  if p.kind == STEPPED_BUCKET then
+    return ready_at(p, b, p.cap)
+  end
   if p.kind == TOKEN_BUCKET then
     return b.stamp + time_to_earn(p, p.cap - b.tokens)
   end
@@ -384,7 +475,7 @@ local function parse_bucket(v)
   end
   local k, pv = 0, 0
   if rest ~= '' then
-    local kk, pp = string.match(rest, '^ ([012]) (%d+)$')
+    local kk, pp = string.match(rest, '^ ([0123]) (%d+)$')
     if not kk then
       return false
     end

@@ -3,10 +3,11 @@
 -- capacity, a debt paid by moving its booked instant earlier (rounded down: never minting), a
 -- window's current count lowered, never below 0. A missing bucket is left missing; nothing is
 -- written when nothing was given back.
--- KEYS[1] the bucket; ARGV: now ('' = the server's TIME), limit, per_ms, cost, policy code.
+-- KEYS[1] the bucket; ARGV: now ('' = the server's TIME), limit, per_ms, cost, policy code
+-- (Policy::code_arg: a stepped bucket's amount after a colon).
 -- Returns flags: 1 tokens were given back, 4 the clock was seen going backwards.
 local now = now_ms(ARGV[1])
-local p = policy(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5]))
+local p = policy(tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[5])
 local milli = tonumber(ARGV[4]) * MILLI
 local t, s, _, _, a, d, i, k, pv = parse_bucket(get_bucket(KEYS[1]))
 if t == false then
@@ -40,7 +41,9 @@ if p.kind == TOKEN_BUCKET and b.prev ~= 0 and b.stamp > now then
     b = bucket(math.min(math.max(milli - owed_then, 0), p.cap), floor, 0, TOKEN_BUCKET)
     given = true
   end
-elseif p.kind == TOKEN_BUCKET then
+elseif p.kind == TOKEN_BUCKET or p.kind == STEPPED_BUCKET then
+  -- A stepped bucket in debt holds what its booked step leaves over: that grows, the step
+  -- stays (core::bucket::refund).
   local before = math.min(b.tokens, p.cap)
   b.tokens = math.min(before + milli, p.cap)
   given = b.tokens > before
