@@ -18,6 +18,8 @@ rl_throws(fn() => ratelimit_refund('r', 1, 5, NAN));
 rl_throws(fn() => ratelimit_refund('r', 1, 5, 0.0));
 rl_throws(fn() => ratelimit_refund('r', 1, 5, 60, 'bad scope!'));
 rl_throws(fn() => ratelimit_refund('r', 1, 5, 60, 'default', 'leaky_bucket'));
+rl_throws(fn() => ratelimit_refund('r', 1, 5, 60, 'default', 'token_bucket', 2));
+rl_throws(fn() => ratelimit_refund('r', 1, 5, 60, 'default', 'stepped_bucket', 0));
 rl_throws(fn() => ratelimit_refund([]));
 rl_throws(fn() => ratelimit_refund('r', 'x'));
 rl_throws(fn() => ratelimit_refund('r', 1, 5, 60, []));
@@ -41,7 +43,9 @@ ValueError: ratelimit_refund(): Argument #3 ($limit) must be less than or equal 
 ValueError: ratelimit_refund(): Argument #4 ($per) must be a finite number
 ValueError: ratelimit_refund(): Argument #4 ($per) must be greater than or equal to 0.001
 ValueError: ratelimit_refund(): Argument #5 ($scope) must be 1 to 64 characters of [A-Za-z0-9_.:-]
-ValueError: ratelimit_refund(): Argument #6 ($policy) must be "token_bucket", "fixed_window", or "sliding_window"
+ValueError: ratelimit_refund(): Argument #6 ($policy) must be "token_bucket", "fixed_window", "sliding_window", or "stepped_bucket"
+ValueError: ratelimit_refund(): Argument #7 ($amount) must be null unless argument #6 ($policy) is "stepped_bucket"
+ValueError: ratelimit_refund(): Argument #7 ($amount) must be greater than 0
 TypeError: ratelimit_refund(): Argument #1 ($subject) must be of type string, array given
 TypeError: ratelimit_refund(): Argument #2 ($cost) must be of type int, string given
 TypeError: ratelimit_refund(): Argument #5 ($scope) must be of type string, array given

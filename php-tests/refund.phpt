@@ -39,6 +39,13 @@ foreach (['fixed_window', 'sliding_window'] as $policy) {
     var_dump(ratelimit_refund("w-$policy", 1, 3, 3600, policy: $policy));
 }
 
+echo "-- stepped_bucket\n";
+ratelimit_acquire('st', 4, 3600, cost: 3, policy: 'stepped_bucket', amount: 2);
+var_dump(ratelimit_refund('st', 2, 4, 3600, policy: 'stepped_bucket', amount: 2));
+echo "remaining: ", ratelimit_peek('st', 4, 3600, policy: 'stepped_bucket', amount: 2)->remaining, "\n";
+var_dump(ratelimit_refund('st', 5, 4, 3600, policy: 'stepped_bucket', amount: 2));
+echo "remaining (the limit at most): ", ratelimit_peek('st', 4, 3600, policy: 'stepped_bucket', amount: 2)->remaining, "\n";
+
 echo "-- an ended window is left alone\n";
 ratelimit_acquire('e', 3, 0.2, policy: 'fixed_window');
 ratelimit_acquire('e', 3, 0.2, policy: 'fixed_window');
@@ -92,6 +99,11 @@ remaining: 1
 bool(true)
 remaining: 3
 bool(false)
+-- stepped_bucket
+bool(true)
+remaining: 3
+bool(true)
+remaining (the limit at most): 4
 -- an ended window is left alone
 bool(false)
 remaining: 3
