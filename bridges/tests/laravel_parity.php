@@ -387,6 +387,49 @@ $tests['an attempt() whose callback throws charges nothing, and the exception go
     return "a hit, then attempt() whose callback throws; the same on a fresh key, and at t10 one that runs: both $s";
 };
 
+$tests['an attempt() whose callback throws after its window ended gives nothing to the next window'] = function () use ($compare) {
+    [$s] = $compare('throwslate', function (Closure $make, string $key, Closure $at) {
+        $out = [];
+        $l = $make();
+        try {
+            // The callback outlives its window (decay 10): another request runs in the next one.
+            $l->attempt($key, 1, function () use ($make, $key, $at, &$out) {
+                $at(11);
+                $out[] = 'B ' . var_export($make()->attempt($key, 1, fn () => 'ran', 10), true);
+                throw new RuntimeException('callback failed');
+            }, 10);
+        } catch (RuntimeException $e) {
+            $out[] = 'A threw';
+        }
+        $at(12);
+        $out[] = 'C ' . var_export($make()->attempt($key, 1, fn () => 'ran', 10), true);
+        return $out;
+    });
+    return "A's callback runs from t0 to t11 (decay 10, 1 attempt) and throws after B ran at t11; C at t12: both $s";
+};
+
+$tests['an attempt() whose callback throws leaves the timer of the attempts counted beside it'] = function () use ($compare) {
+    [$s] = $compare('throwsbeside', function (Closure $make, string $key, Closure $at) {
+        $out = [];
+        $l = $make();
+        try {
+            // B is counted while A's callback runs; A throws.
+            $l->attempt($key, 2, function () use ($make, $key, &$out) {
+                $out[] = 'B ' . var_export($make()->attempt($key, 2, fn () => 'ran', 10), true);
+                throw new RuntimeException('callback failed');
+            }, 10);
+        } catch (RuntimeException $e) {
+            $out[] = 'A threw';
+        }
+        $at(1);
+        $out[] = 'C ' . var_export($make()->attempt($key, 2, fn () => 'ran', 10), true);
+        $at(2);
+        $out[] = 'D ' . var_export($make()->attempt($key, 2, fn () => 'ran', 10), true);
+        return $out;
+    });
+    return "2 attempts per 10 s: A's callback throws after B ran, C at t1, D at t2: both $s";
+};
+
 $tests['decrement() lowers the count in its window (Laravel 11 and later)'] = function () use ($compare, $laravel) {
     if ($laravel < 11) {
         return "RateLimiter $laravel has no decrement()";
