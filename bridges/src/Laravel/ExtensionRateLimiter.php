@@ -38,7 +38,9 @@ use RateLimit\Decision;
  *
  * `attempt()` takes its token before running the callback (stock: after), so that concurrent
  * workers cannot run more callbacks than `maxAttempts`; a callback that throws gets it back
- * (ratelimit_refund(), and the timer the call started), as stock, which never charged it.
+ * (ratelimit_refund(), and the timer the call started when no other attempt counts beside it),
+ * as stock, which never charged it, while its window runs: one that throws after its window
+ * ended keeps it (a refund would lower the next window's count).
  * `decrement()` and `increment()` with an amount below 1 give attempts back the same way, in
  * one atomic step, never below 0 (stock's count goes negative: -1 after a decrement of a
  * fresh key, where the bridge answers 0).
@@ -60,6 +62,12 @@ class ExtensionRateLimiter extends RateLimiter
 
     /** The shortest period (1 ms). */
     private const SHORTEST = 0.001;
+
+    /**
+     * Seconds to spare between this host's monotonic clock and the store's when telling whether
+     * a window is still running (the store's clock may run a little ahead of ours).
+     */
+    private const SPARE = 0.1;
 
     private const POLICY = 'fixed_window';
 
@@ -111,6 +119,8 @@ class ExtensionRateLimiter extends RateLimiter
             return self::result($callback());
         }
         $this->decays[$k] = $decay;
+        // Before the timer and the take: their windows end no earlier than this plus their length.
+        $begun = hrtime(true);
         // The timer first, as stock's hit() adds it: a count in the store always has its timer
         // running, so no worker takes another's fresh count for a stale one.
         $started = $this->startTimer($k, $decay);
@@ -131,10 +141,7 @@ class ExtensionRateLimiter extends RateLimiter
         } catch (\Throwable $e) {
             // Stock hits only once the callback returned: the attempt is given back (and the
             // timer this call started, if it did), and the exception goes on.
-            $this->giveBack($k, $decay, 1);
-            if ($started) {
-                $this->stopTimer($k, $decay);
-            }
+            $this->giveBackAttempt($k, $decay, $begun, $decision->resetAfter, $started);
             throw $e;
         } finally {
             if ($decision->lease !== null) {
@@ -453,7 +460,34 @@ class ExtensionRateLimiter extends RateLimiter
         ratelimit_refund(Key::subject($k), $decay, $decay, (float) $decay, $this->timerScope, self::POLICY);
     }
 
-    /** `$amount` attempts back to the key's count, in this window only (ratelimit_refund()). */
+    /**
+     * attempt()'s attempt back, after its callback threw, in the window it was taken in only: a
+     * refund lowers the window running when it is made, so one made once the attempt's window
+     * has ended would lower the next window's count and run more callbacks there than
+     * `maxAttempts`; the attempt then stays counted where it was (nothing left to give back).
+     * The timer this call started stops only while no other attempt counts beside it, and only
+     * in its own window: a count left without its timer reads as stock's stale counter, which
+     * the next attempt that finds it full resets (one callback more in the window).
+     *
+     * @param int   $begun     hrtime() before the timer and the take: both windows end no earlier
+     *                         than this plus their length
+     * @param float $resetAfter the take's: seconds from it to its window's end
+     */
+    private function giveBackAttempt(string $k, int $decay, int $begun, float $resetAfter, bool $started): void
+    {
+        $gone = (hrtime(true) - $begun) / 1e9 + self::SPARE;
+        if ($gone < $resetAfter) {
+            $this->giveBack($k, $decay, 1);
+        }
+        if (!$started || $gone >= $decay) {
+            return;
+        }
+        if ($this->peek($k, self::COUNT, (float) $decay, $this->scope)->remaining === self::COUNT) {
+            $this->stopTimer($k, $decay);
+        }
+    }
+
+    /** `$amount` attempts back to the key's count, in the window running now (ratelimit_refund()). */
     private function giveBack(string $k, int $decay, int $amount): void
     {
         if ($amount >= 1) {
