@@ -422,15 +422,18 @@ namespace {
      *   tokens take to earn, rounded down, never before now;
      * - stepped_bucket: the tokens come back, never past `$limit`; in debt they add to what
      *   the booked step leaves over (the step itself stays);
-     * - fixed_window, sliding_window: the current window's count is lowered, never below 0;
-     *   a window that has ended is left alone (what it used no longer counts anyway).
-     * A subject with no bucket is left without one (it is full already). Nothing is minted: a
-     * refund never holds more than a full bucket, and a clock that went back earns nothing.
+     * - fixed_window, sliding_window: the count of the window running now is lowered, never
+     *   below 0; a window that has ended with nothing counted since is left alone.
+     * A subject with no bucket is left without one (it is full already). A refund never holds
+     * more than a full bucket, and a clock that went back earns nothing.
      * The worker's cached denials of the bucket end, and on SQLite those of the host's other
      * workers too (on Redis theirs end when their wait does: they deny longer, never admit).
      *
-     * The store cannot check that the tokens were taken: give back only what a call of yours
-     * took, with the same `$limit`, `$per`, `$scope` and `$policy`.
+     * The store cannot check that the tokens were taken, nor when: give back only what a call
+     * of yours took, with the same `$limit`, `$per`, `$scope`, `$policy` and `$amount`, before the window
+     * it was taken in ends (a sliding window's: before the next one starts; a token bucket's:
+     * before it would have refilled). A refund made later lowers a later window's count, which
+     * then admits past its limit: it mints.
      *
      * @param string     $subject 1 .. 1024 bytes
      * @param int        $cost    1 .. 10^12 tokens (past `$limit` is accepted: a window may

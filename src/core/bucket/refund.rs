@@ -140,6 +140,27 @@ mod tests {
         assert_eq!((r.bucket.tokens, r.given), (0, 0));
     }
 
+    /// The store cannot tell when the tokens it is given back were taken: a refund made once
+    /// their window has ended and a later one has counted lowers that later window's count, so
+    /// that window admits past its limit (usage.md asks for refunds before the window ends).
+    #[test]
+    fn a_refund_lowers_the_window_running_when_it_is_made() {
+        let p = policy(5, 10_000, Kind::FixedWindow);
+        let ask = Ask::new(p, 5, 0);
+        // 5 taken in [0, 10 s), then 5 more in [10 s, 20 s) by others: both windows full.
+        let first = decide(None, &ask, Slots::default(), 0);
+        let second = decide(Some(first.bucket), &ask, Slots::default(), 10_000);
+        assert!(first.verdict.allowed && second.verdict.allowed);
+        // The first 5 given back at 11 s: the second window is emptied, and admits 5 more.
+        let r = refund(Some(second.bucket), &p, 5_000, 11_000).unwrap();
+        assert_eq!((r.bucket.tokens, r.given), (0, 5_000));
+        assert!(
+            decide(Some(r.bucket), &ask, Slots::default(), 11_000)
+                .verdict
+                .allowed
+        );
+    }
+
     #[test]
     fn a_sliding_window_leaves_the_previous_window_alone() {
         let p = policy(4, 10_000, Kind::SlidingWindow);
