@@ -131,6 +131,7 @@ macro_rules! conformance_suite {
             a_refund_ends_a_repeated_denial,
             refunds_are_the_cores,
             refunds_racing_admissions_lose_and_mint_nothing,
+            a_key_called_with_other_periods_is_the_cores,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -1702,6 +1703,80 @@ pub fn refunds_are_the_cores<B: Backend>(b: &B) {
                     want.verdict.reserved
                 ),
                 "{kind:?} step {step} {a:?}"
+            );
+            state = Some(want.bucket);
+        }
+    }
+}
+
+/// One key called with two periods (Laravel's decays, Symfony's intervals changed under a
+/// running window): a fixed window keeps the period it was started with, in every store as in
+/// the core, through decisions, reservations, refunds and peeks, number for number. (Fixed
+/// windows only: the other policies refill by the call's period, so a denial the store does not
+/// write and the core's refilled state part ways once the period changes.)
+pub fn a_key_called_with_other_periods_is_the_cores<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::{self, Bucket, Kind, MILLI};
+    use ratelimit::core::decision::{decide, peek};
+    use ratelimit::core::lease::Slots;
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    let mut rng = Lcg(31);
+    for (n, kind) in [Kind::FixedWindow; 3].into_iter().enumerate() {
+        let k = key(100 + n as u8);
+        let limit = 1 + rng.below(5);
+        let pers = [1 + rng.below(300), 300 + rng.below(3_000)];
+        let mut now = T0;
+        let mut state: Option<Bucket> = None;
+        for step in 0..300 {
+            now += rng.below(400) as i64 - 50;
+            clock.set(now);
+            let per = pers[rng.below(2) as usize];
+            let p = Policy::new(limit, per).unwrap().with_kind(kind);
+            match rng.below(8) {
+                0 => {
+                    let got = s.peek(&k, &p, &mut none()).unwrap();
+                    assert_eq!(
+                        numbers(&got),
+                        numbers(&peek(state, &p, now)),
+                        "{kind:?} peek {step} per {per}"
+                    );
+                    continue;
+                }
+                1 => {
+                    let cost = 1 + rng.below(limit);
+                    let want = bucket::refund(state, &p, cost * MILLI, now);
+                    let given = want.is_some_and(|r| r.given > 0);
+                    assert_eq!(
+                        refund(&mut s, &k, &p, cost),
+                        given,
+                        "{kind:?} refund {step} per {per}"
+                    );
+                    if given {
+                        state = want.map(|r| r.bucket);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let plain = Ask::new(p, 1 + rng.below(limit), 0);
+            let a = match rng.below(3) {
+                0 => plain.reserving(rng.below(3 * per)),
+                _ => plain,
+            };
+            let want = decide(state, &a, Slots::default(), now);
+            let got = s.acquire(&k, &a, 60_000, &mut none()).unwrap().verdict;
+            if got.source == Source::DenyCache {
+                deny_cache_answer_is_within_the_core(&got, &want.verdict, &format!("{step}"));
+                continue;
+            }
+            assert_eq!(
+                (numbers(&got), got.wait_ms, got.reserved),
+                (
+                    numbers(&want.verdict),
+                    want.verdict.wait_ms,
+                    want.verdict.reserved
+                ),
+                "{kind:?} step {step} per {per} {a:?}"
             );
             state = Some(want.bucket);
         }
