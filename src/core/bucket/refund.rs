@@ -161,6 +161,37 @@ mod tests {
         );
     }
 
+    /// A sliding window's tokens given back once the next window has started (while they
+    /// still weigh on it as the previous window's) come off the current count, taken by others:
+    /// more is admitted than if they had never been taken (usage.md asks for refunds before the
+    /// next window starts).
+    #[test]
+    fn a_sliding_refund_after_its_window_lowers_the_next_ones_count() {
+        let p = policy(10, 10_000, Kind::SlidingWindow);
+        let ten = Ask::new(p, 10, 0);
+        // 10 taken at 0; at 19.9 s the previous window weighs floor(10 * 0.01) = 0: 10 more.
+        let first = decide(None, &ten, Slots::default(), 0);
+        let second = decide(Some(first.bucket), &ten, Slots::default(), 19_900);
+        assert!(first.verdict.allowed && second.verdict.allowed);
+        let r = refund(Some(second.bucket), &p, 10_000, 19_900).unwrap();
+        assert_eq!(
+            (r.bucket.tokens, r.bucket.prev, r.given),
+            (0, 10_000, 10_000)
+        );
+        // Had the first 10 never been taken, the window would be full; it admits 10 more.
+        let never = decide(None, &ten, Slots::default(), 19_900);
+        assert!(
+            !decide(Some(never.bucket), &ten, Slots::default(), 19_900)
+                .verdict
+                .allowed
+        );
+        assert!(
+            decide(Some(r.bucket), &ten, Slots::default(), 19_900)
+                .verdict
+                .allowed
+        );
+    }
+
     #[test]
     fn a_sliding_window_leaves_the_previous_window_alone() {
         let p = policy(4, 10_000, Kind::SlidingWindow);
