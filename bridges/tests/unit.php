@@ -335,6 +335,28 @@ $tests['laravel: attempt() with max 1 runs one callback per key when 8 processes
     return '8 processes x 30 keys, attempt(max 1) at the same instant: callbacks per key ' . implode(' ', $ran);
 };
 
+$tests['laravel: an attempt() that took nothing (a shadow scope\'s would-be denial) gives nothing back when its callback throws'] = function () {
+    // A shadow scope (ratelimit.dry_run) runs the callback of a would-be denial, which took
+    // nothing: a refund then would take back the attempt that did count.
+    $so = (string) getenv('RL_SO');
+    check(is_file($so), "RL_SO (the extension) needed, got '$so'");
+    $child = '$l = new RateLimit\Bridge\Laravel\ExtensionRateLimiter(scope: "unit_shadow");'
+        . '[, $key] = $argv; $out = [];'
+        . '$out[] = var_export($l->attempt($key, 1, fn () => "ran", 600), true);'
+        . 'try { $l->attempt($key, 1, fn () => throw new RuntimeException("failed"), 600); } catch (RuntimeException $e) { $out[] = "threw"; }'
+        . '$out[] = "a" . $l->attempts($key);'
+        . 'echo implode(" ", $out);';
+    $boot = 'require ' . var_export(__DIR__ . '/bootstrap.php', true) . ';';
+    $cmd = [PHP_BINARY, '-d', "extension=$so", '-d', 'ratelimit.db_path=' . ini_get('ratelimit.db_path'),
+        '-d', 'ratelimit.dry_run=unit_shadow', '-r', $boot . $child, '--', fresh('lvshadow')];
+    $p = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes) ?: throw new Failed('proc_open');
+    $out = stream_get_contents($pipes[1]);
+    $err = stream_get_contents($pipes[2]);
+    proc_close($p);
+    check($out === "'ran' threw a1", "want 'ran' threw a1, got '$out' $err");
+    return "max 1 in a shadow scope: an attempt that runs, one whose would-be denial throws: $out";
+};
+
 $tests['laravel: the stock throttle middleware (named and unnamed) on the bridge'] = function () {
     $limiter = new ExtensionRateLimiter();
     $mw = new ThrottleRequests($limiter);
