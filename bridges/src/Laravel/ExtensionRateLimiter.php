@@ -141,7 +141,9 @@ class ExtensionRateLimiter extends RateLimiter
         } catch (\Throwable $e) {
             // Stock hits only once the callback returned: the attempt is given back (and the
             // timer this call started, if it did), and the exception goes on.
-            $this->giveBackAttempt($k, $decay, $begun, $decision->resetAfter, $started);
+            if (self::took($decision)) {
+                $this->giveBackAttempt($k, $decay, $begun, $decision->resetAfter, $started);
+            }
             throw $e;
         } finally {
             if ($decision->lease !== null) {
@@ -149,6 +151,17 @@ class ExtensionRateLimiter extends RateLimiter
             }
         }
         return self::result($result);
+    }
+
+    /**
+     * Whether an admission took from the store a refund goes to: not a shadow scope's would-be
+     * denial (`dryRun`), a `fail_open` admission nor one of the local fallback while Redis was
+     * unavailable (a refund goes to Redis only), none of which took anything there. Giving back
+     * what was not taken would take back an attempt that did count.
+     */
+    private static function took(Decision $d): bool
+    {
+        return $d->allowed && !$d->dryRun && $d->source === 'store';
     }
 
     /** attempt()'s answer for a callback's result, as the running version gives it. */
@@ -440,18 +453,21 @@ class ExtensionRateLimiter extends RateLimiter
      * Stock `cache->add(key:timer)`, atomic: a take of all `decay` tokens of a window of `decay`
      * seconds succeeds only when no timer of the key is running (then it starts one).
      *
-     * @return bool true when this call started the timer
+     * @return bool true when this call started the timer in the store (not a shadow scope's
+     *              would-be denial, a fail_open or a fallback admission)
      */
     private function startTimer(string $k, int $decay): bool
     {
-        return ratelimit_acquire(
+        $d = ratelimit_acquire(
             Key::subject($k),
             limit: $decay,
             per: (float) $decay,
             scope: $this->timerScope,
             cost: $decay,
             policy: self::POLICY,
-        )->allowed;
+        );
+        // Only a start the store made is one stopTimer() may undo (see took()).
+        return self::took($d);
     }
 
     /** Undoes startTimer()'s start: all `decay` tokens back, the timer's window empty again. */
