@@ -430,12 +430,13 @@ namespace {
      * workers too (on Redis theirs end when their wait does: they deny longer, never admit).
      *
      * The store cannot check that the tokens were taken, nor when: give back only what a call
-     * of yours took, with the same `$limit`, `$per`, `$scope`, `$policy` and `$amount`, before the window
-     * it was taken in ends (a sliding window's: before the next one starts; a token bucket's:
-     * before it would have refilled). A refund made later lowers a later window's count, which
-     * then admits past its limit: it mints. Only a Decision whose `source` is "store" and
-     * `dryRun` false took anything from the store a refund goes to (not a shadow scope's
-     * would-be denial, a fail_open admission, a replay, nor the local fallback's decision).
+     * of yours took, with the same `$limit`, `$per`, `$scope`, `$policy` and `$amount`, before
+     * the window it was taken in ends (a sliding window's: before the next one starts; a token
+     * bucket's: before it would have refilled). A refund made later lowers a later window's
+     * count, which then admits past its limit: it mints. Only a Decision whose `source` is
+     * "store" and `dryRun` false took anything from the store a refund goes to (not a shadow
+     * scope's would-be denial, a fail_open admission, a replay, nor the local fallback's
+     * decision).
      *
      * @param string     $subject 1 .. 1024 bytes
      * @param int        $cost    1 .. 10^12 tokens (past `$limit` is accepted: a window may
