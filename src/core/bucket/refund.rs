@@ -229,7 +229,9 @@ mod tests {
     #[test]
     fn a_stepped_debt_keeps_its_step_and_holds_more_at_it() {
         // 5 tokens, 2 back every second; booked to the step at t = 3000, 1 left over there.
-        let p = policy(5, 1_000, Kind::SteppedBucket).with_amount(2).unwrap();
+        let p = policy(5, 1_000, Kind::SteppedBucket)
+            .with_amount(2)
+            .unwrap();
         let debt = Bucket {
             tokens: 1_000,
             stamp: 3_000,
@@ -237,7 +239,10 @@ mod tests {
             kind: Kind::SteppedBucket,
         };
         let r = refund(Some(debt), &p, 2_000, 1_500).unwrap();
-        assert_eq!((r.bucket.stamp, r.bucket.tokens, r.given), (3_000, 3_000, 2_000));
+        assert_eq!(
+            (r.bucket.stamp, r.bucket.tokens, r.given),
+            (3_000, 3_000, 2_000)
+        );
         // Nothing is there before the step, refund or not.
         assert_eq!(r.bucket.available(&p, 2_999), 0);
         // Never more than the capacity at the step.
