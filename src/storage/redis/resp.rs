@@ -216,7 +216,8 @@ fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
 /// The RESP2 value at `*at` of a complete reply (see [`frame`]), as the crate builds it; None
 /// for anything this reader leaves to the crate's parser.
 fn build(b: &[u8], at: &mut usize, depth: usize) -> Option<Value> {
-    if depth > MAX_DEPTH {
+    // `depth` counts from 0 where the crate counts from 1: a value at MAX_DEPTH is past it.
+    if depth >= MAX_DEPTH {
         return None;
     }
     let kind = *b.get(*at)?;
@@ -499,5 +500,65 @@ mod tests {
         }
         let mut src = Interrupting(false, Pieces(vec![b":1".to_vec(), b"\r\n".to_vec()]));
         assert_eq!(Reader::new().read(&mut src).unwrap(), Value::Int(1));
+    }
+
+    /// Nesting far past the crate's limit (thousands of `*1`) is framed without recursion
+    /// and refused by the crate's parser, as it always was: no stack overflow.
+    #[test]
+    fn nesting_past_the_crates_limit_is_refused_as_the_crate_refuses_it() {
+        let mut bytes = b"*1\r\n".repeat(200_000);
+        bytes.extend(b":1\r\n");
+        let ours = one(&bytes).unwrap_err();
+        let theirs = redis::parse_redis_value(&bytes).unwrap_err();
+        assert_eq!(ours.kind(), theirs.kind(), "{ours} / {theirs}");
+    }
+
+    /// The crate builds values nested up to its limit (the reply itself counting as one) and
+    /// refuses the next level: so does this reader.
+    #[test]
+    fn nesting_is_refused_from_the_crates_limit_exactly() {
+        let nested = |arrays: usize| {
+            let mut bytes = b"*1\r\n".repeat(arrays);
+            bytes.extend(b":1\r\n");
+            bytes
+        };
+        let deepest = nested(MAX_DEPTH - 1);
+        assert_eq!(one(&deepest).unwrap(), crates(&deepest));
+        let past = nested(MAX_DEPTH);
+        assert!(redis::parse_redis_value(&past).is_err());
+        let e = one(&past).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+    }
+
+    /// Negative lengths other than -1 (no server sends them) read as the crate reads them.
+    #[test]
+    fn negative_lengths_other_than_minus_one_are_read_as_the_crate_reads_them() {
+        for bytes in [
+            &b"*-5\r\n"[..],
+            b"$-5\r\n",
+            b"$-9999\r\n",
+            b"*2\r\n*-3\r\n$-7\r\n",
+            b"~-2\r\n",
+            b">-1\r\n",
+        ] {
+            assert_eq!(one(bytes).unwrap(), crates(bytes), "{bytes:?}");
+        }
+        for bytes in [&b"%-1\r\n"[..], b"|-1\r\n:1\r\n"] {
+            assert!(one(bytes).is_err(), "{bytes:?}");
+            assert!(redis::parse_redis_value(bytes).is_err(), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_reply_split_across_reads_anywhere_keeps_its_code() {
+        let bytes: &[u8] = b"-MOVED 3999 127.0.0.1:6381\r\n";
+        for cut in 1..bytes.len() {
+            let mut src = Pieces(vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]);
+            assert_eq!(
+                Reader::new().read(&mut src).unwrap(),
+                crates(bytes),
+                "cut {cut}"
+            );
+        }
     }
 }
