@@ -8,6 +8,10 @@
 //! (an error reply, a RESP3 type, nesting deeper than the crate allows) is handed, as the
 //! complete reply's bytes, to the crate's own parser, so errors keep the crate's kinds and codes
 //! (`MOVED`, `ASK`, `NOSCRIPT`, ... as `conn.rs` classifies them).
+//!
+//! A reply is at most [`MAX_REPLY`] bytes: a server sending more (a length no reply of ours
+//! comes near, or bytes that never end a reply) is refused at once, where the crate's parser
+//! kept every byte until the call's deadline.
 
 use redis::{RedisError, RedisResult, Value};
 use std::io::{self, Read};
@@ -19,13 +23,25 @@ const FIRST: usize = 4096;
 /// refuses them as it always did.
 const MAX_DEPTH: usize = 100;
 
+/// The most bytes a reply may take: over a hundred times the largest this extension asks for
+/// (a SCAN batch of some 1000 names, about 100 KB). Redis's own bound on a string is 512 MiB.
+const MAX_REPLY: usize = 16 << 20;
+
 fn garbage(what: &'static str) -> RedisError {
     RedisError::from(redis::ParsingError::from(what))
+}
+
+/// A reply past [`MAX_REPLY`]: a sick or hostile server, refused before its bytes fill the
+/// memory (the crate's parser kept them all until the deadline, 60 s at most).
+fn too_long() -> RedisError {
+    garbage("a RESP reply longer than any ratelimit asks for")
 }
 
 /// A connection's unread bytes, and the replies in them.
 pub struct Reader {
     buf: Vec<u8>,
+    /// The most bytes one reply may take (see [`MAX_REPLY`]).
+    max: usize,
     /// The unread bytes are `buf[start..end]`.
     start: usize,
     end: usize,
@@ -39,8 +55,14 @@ impl Default for Reader {
 
 impl Reader {
     pub fn new() -> Self {
+        Self::bounded(MAX_REPLY)
+    }
+
+    /// A reader whose replies take at most `max` bytes.
+    fn bounded(max: usize) -> Self {
         Self {
             buf: vec![0; FIRST],
+            max,
             start: 0,
             end: 0,
         }
@@ -51,7 +73,7 @@ impl Reader {
     pub fn read<R: Read + ?Sized>(&mut self, src: &mut R) -> RedisResult<Value> {
         loop {
             let unread = &self.buf[self.start..self.end];
-            if let Some(len) = frame(unread)? {
+            if let Some(len) = frame(unread, self.max)? {
                 let bytes = &unread[..len];
                 let v = match build(bytes, &mut 0, 0) {
                     Some(v) => v,
@@ -63,6 +85,9 @@ impl Reader {
                     self.end = 0;
                 }
                 return Ok(v);
+            }
+            if unread.len() >= self.max {
+                return Err(too_long());
             }
             self.fill(src)?;
         }
@@ -77,7 +102,7 @@ impl Reader {
                 self.end -= self.start;
                 self.start = 0;
             } else {
-                let len = self.buf.len() * 2;
+                let len = (self.buf.len() * 2).min(self.max.max(FIRST));
                 self.buf.resize(len, 0);
             }
         }
@@ -171,8 +196,9 @@ fn length(l: &[u8]) -> RedisResult<i64> {
 }
 
 /// How many bytes the first reply of `b` takes, or None while it is incomplete: its framing
-/// only, nothing built (a reply arriving in pieces is framed again at each piece).
-fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
+/// only, nothing built (a reply arriving in pieces is framed again at each piece). A string
+/// that would end past `max` bytes is an error at once.
+fn frame(b: &[u8], max: usize) -> RedisResult<Option<usize>> {
     let mut at = 0;
     // Values still to frame: the reply itself, then the elements its aggregates announce.
     let mut pending: u64 = 1;
@@ -192,6 +218,9 @@ fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
                 if n >= 0 {
                     // The payload and its CRLF.
                     let end = at + n as usize + 2;
+                    if end > max {
+                        return Err(too_long());
+                    }
                     if b.len() < end {
                         return Ok(None);
                     }
@@ -480,7 +509,7 @@ mod tests {
         for _ in 0..10 {
             bytes.extend(b"%999999999999999999\r\n");
         }
-        assert_eq!(frame(&bytes).unwrap(), None);
+        assert_eq!(frame(&bytes, MAX_REPLY).unwrap(), None);
         let e = one(&bytes).unwrap_err();
         assert!(e.is_io_error(), "{e}");
     }
@@ -560,5 +589,87 @@ mod tests {
                 "cut {cut}"
             );
         }
+    }
+
+    /// A source that does not end (before a mebibyte past anything a test expects to be
+    /// read): `head`, then `body` again and again.
+    struct Endless {
+        head: Vec<u8>,
+        body: Vec<u8>,
+        at: usize,
+        given: usize,
+    }
+
+    const ENDLESS: usize = 1 << 20;
+
+    impl Endless {
+        fn new(head: &[u8], body: &[u8]) -> Self {
+            Self {
+                head: head.to_vec(),
+                body: body.to_vec(),
+                at: 0,
+                given: 0,
+            }
+        }
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let mut n = 0;
+            while n < buf.len() && self.at < ENDLESS {
+                let b = if self.at < self.head.len() {
+                    self.head[self.at]
+                } else {
+                    self.body[(self.at - self.head.len()) % self.body.len()]
+                };
+                buf[n] = b;
+                n += 1;
+                self.at += 1;
+            }
+            self.given += n;
+            Ok(n)
+        }
+    }
+
+    /// A sick or hostile server's reply that never ends while bytes keep coming (an array
+    /// announcing more elements than it sends, a line without its end) is refused once the
+    /// bytes waiting pass the bound, not held in an ever larger buffer until the deadline.
+    #[test]
+    fn a_reply_that_never_ends_is_refused_at_the_bound() {
+        let max = 64 * 1024;
+        for (head, body) in [(&b"*1000000000\r\n"[..], &b":1\r\n"[..]), (b"+", b"x")] {
+            let mut src = Endless::new(head, body);
+            let e = Reader::bounded(max).read(&mut src).unwrap_err();
+            assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+            assert!(src.given <= max, "{} bytes read", src.given);
+        }
+    }
+
+    /// A length no reply of ours comes near is refused when it is read, before its bytes.
+    #[test]
+    fn a_bulk_string_longer_than_the_bound_is_refused_before_its_bytes() {
+        let mut src = Endless::new(b"$999999999999\r\n", b"x");
+        let e = Reader::new().read(&mut src).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+        assert!(src.given <= FIRST, "{} bytes read", src.given);
+        // Nested in an array too.
+        let mut bytes = b"*2\r\n$3\r\nabc\r\n".to_vec();
+        bytes.extend(format!("${}\r\n", MAX_REPLY).as_bytes());
+        let e = one(&bytes).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+    }
+
+    /// Up to the bound, a reply is read whole (growing the buffer as it must).
+    #[test]
+    fn a_reply_within_the_bound_is_read() {
+        let max = 64 * 1024;
+        let payload = vec![b'y'; max - 20];
+        let mut bytes = format!("${}\r\n", payload.len()).into_bytes();
+        bytes.extend(&payload);
+        bytes.extend(b"\r\n");
+        assert!(bytes.len() <= max);
+        let chunks = bytes.chunks(1000).map(<[u8]>::to_vec).collect();
+        let v = Reader::bounded(max).read(&mut Pieces(chunks)).unwrap();
+        assert_eq!(v, Value::BulkString(payload));
     }
 }
