@@ -42,6 +42,11 @@ pub struct Reader {
     buf: Vec<u8>,
     /// The most bytes one reply may take (see [`MAX_REPLY`]).
     max: usize,
+    /// Bytes framed so far, counted from where each framing started (tests' measure of it).
+    #[cfg(test)]
+    framed: usize,
+    /// Where the framing of the reply at `start` stopped (see [`frame`]).
+    progress: Progress,
     /// The unread bytes are `buf[start..end]`.
     start: usize,
     end: usize,
@@ -63,6 +68,9 @@ impl Reader {
         Self {
             buf: vec![0; FIRST],
             max,
+            #[cfg(test)]
+            framed: 0,
+            progress: Progress::START,
             start: 0,
             end: 0,
         }
@@ -73,7 +81,12 @@ impl Reader {
     pub fn read<R: Read + ?Sized>(&mut self, src: &mut R) -> RedisResult<Value> {
         loop {
             let unread = &self.buf[self.start..self.end];
-            if let Some(len) = frame(unread, self.max)? {
+            #[cfg(test)]
+            {
+                self.framed += unread.len() - self.progress.resume();
+            }
+            if let Some(len) = frame(unread, self.max, &mut self.progress)? {
+                self.progress = Progress::START;
                 let bytes = &unread[..len];
                 let v = match build(bytes, &mut 0, 0) {
                     Some(v) => v,
@@ -166,9 +179,10 @@ pub fn query<T: redis::FromRedisValue>(
 }
 
 /// The line at `at` (without its CRLF) and where the next one starts; None while incomplete.
-fn line(b: &[u8], at: usize) -> Option<(&[u8], usize)> {
+/// No line end starts before `scanned` (when past `at`): the search starts there.
+fn line(b: &[u8], at: usize, scanned: usize) -> Option<(&[u8], usize)> {
     let rest = b.get(at..)?;
-    let mut from = 0;
+    let mut from = scanned.saturating_sub(at);
     loop {
         let cr = from + rest[from..].iter().position(|&c| c == b'\r')?;
         match rest.get(cr + 1) {
@@ -195,21 +209,64 @@ fn length(l: &[u8]) -> RedisResult<i64> {
     Ok(if neg { -n } else { n })
 }
 
+/// Where the framing of an incomplete reply stopped, so that the next piece is framed from
+/// there: the start of the first value not framed whole, the values still to frame counting
+/// it, and how far its first line is known to hold no line end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Progress {
+    at: usize,
+    pending: u64,
+    scanned: usize,
+}
+
+impl Progress {
+    /// A reply not framed at all.
+    const START: Self = Self {
+        at: 0,
+        pending: 1,
+        scanned: 0,
+    };
+
+    /// Where the next framing starts reading.
+    #[cfg(test)]
+    fn resume(&self) -> usize {
+        self.at.max(self.scanned)
+    }
+}
+
 /// How many bytes the first reply of `b` takes, or None while it is incomplete: its framing
-/// only, nothing built (a reply arriving in pieces is framed again at each piece). A string
-/// that would end past `max` bytes is an error at once.
-fn frame(b: &[u8], max: usize) -> RedisResult<Option<usize>> {
-    let mut at = 0;
-    // Values still to frame: the reply itself, then the elements its aggregates announce.
-    let mut pending: u64 = 1;
+/// only, nothing built. `progress` says where the framing of the same reply's bytes stopped
+/// before (when they came in pieces), and is left where this one stops. A string that would
+/// end past `max` bytes is an error at once.
+fn frame(b: &[u8], max: usize, progress: &mut Progress) -> RedisResult<Option<usize>> {
+    let Progress {
+        mut at,
+        // Values still to frame: the reply itself, then the elements its aggregates announce.
+        mut pending,
+        scanned,
+    } = *progress;
+    // Only the first value's line was scanned before.
+    let mut from = scanned;
     while pending > 0 {
-        pending -= 1;
+        let value = at;
         let Some(&kind) = b.get(at) else {
+            *progress = Progress {
+                at,
+                pending,
+                scanned: 0,
+            };
             return Ok(None);
         };
-        let Some((l, next)) = line(b, at + 1) else {
+        let Some((l, next)) = line(b, at + 1, std::mem::take(&mut from)) else {
+            // A CR at the end may be the first half of the line's end.
+            *progress = Progress {
+                at,
+                pending,
+                scanned: b.len().saturating_sub(1).max(at + 1),
+            };
             return Ok(None);
         };
+        pending -= 1;
         at = next;
         match kind {
             b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
@@ -222,6 +279,11 @@ fn frame(b: &[u8], max: usize) -> RedisResult<Option<usize>> {
                         return Err(too_long());
                     }
                     if b.len() < end {
+                        *progress = Progress {
+                            at: value,
+                            pending: pending + 1,
+                            scanned: 0,
+                        };
                         return Ok(None);
                     }
                     if &b[end - 2..end] != b"\r\n" {
@@ -250,7 +312,7 @@ fn build(b: &[u8], at: &mut usize, depth: usize) -> Option<Value> {
         return None;
     }
     let kind = *b.get(*at)?;
-    let (l, next) = line(b, *at + 1)?;
+    let (l, next) = line(b, *at + 1, 0)?;
     *at = next;
     match kind {
         b'+' => Some(if l == b"OK" {
@@ -509,7 +571,10 @@ mod tests {
         for _ in 0..10 {
             bytes.extend(b"%999999999999999999\r\n");
         }
-        assert_eq!(frame(&bytes, MAX_REPLY).unwrap(), None);
+        assert_eq!(
+            frame(&bytes, MAX_REPLY, &mut Progress::START.clone()).unwrap(),
+            None
+        );
         let e = one(&bytes).unwrap_err();
         assert!(e.is_io_error(), "{e}");
     }
@@ -671,5 +736,33 @@ mod tests {
         let chunks = bytes.chunks(1000).map(<[u8]>::to_vec).collect();
         let v = Reader::bounded(max).read(&mut Pieces(chunks)).unwrap();
         assert_eq!(v, Value::BulkString(payload));
+    }
+
+    /// A reply arriving in many pieces (a byte per read at worst) is framed from where the
+    /// last piece left it: work in proportion to its length, not to its length squared (a
+    /// sick server's 16 MiB, a byte at a time, would keep a worker framing far past the
+    /// call's deadline, which is checked between reads only).
+    #[test]
+    fn a_reply_in_many_pieces_is_framed_once() {
+        let mut array = b"*2000\r\n".to_vec();
+        for i in 0..2000 {
+            array.extend(format!("${}\r\n{}\r\n", i.to_string().len(), i).as_bytes());
+        }
+        let mut line = b"+".to_vec();
+        line.extend(b"a\rb".repeat(3000));
+        line.extend(b"\r\n");
+        for bytes in [array, line] {
+            let expected = crates(&bytes);
+            let mut r = Reader::new();
+            let mut src = Pieces(bytes.iter().map(|b| vec![*b]).collect());
+            assert_eq!(r.read(&mut src).unwrap(), expected);
+            // A piece's own bytes once, and what the value it cut holds before it.
+            assert!(
+                r.framed <= 20 * bytes.len(),
+                "{} bytes framed for {}",
+                r.framed,
+                bytes.len()
+            );
+        }
     }
 }
