@@ -765,4 +765,32 @@ mod tests {
             );
         }
     }
+
+    /// Framing resumed from where a piece left it finds the same replies, wherever the two
+    /// cuts of three pieces fall (inside a length, a CRLF, a payload, a line with a lone CR),
+    /// with a second reply behind the first.
+    #[test]
+    fn replies_cut_in_three_anywhere_are_read_as_whole() {
+        for bytes in [
+            &b"*3\r\n$4\r\nab\r\n\r\n*2\r\n+x\ry\r\n:-12\r\n$-1\r\n:7\r\n"[..],
+            b"*2\r\n-ERR a\rb\r\n%1\r\n+k\r\n*1\r\n$2\r\nzz\r\n+OK\r\n",
+        ] {
+            let first = frame(bytes, MAX_REPLY, &mut Progress::START.clone())
+                .unwrap()
+                .unwrap();
+            let expected = (crates(&bytes[..first]), crates(&bytes[first..]));
+            for i in 1..bytes.len() {
+                for j in i + 1..bytes.len() {
+                    let mut src = Pieces(vec![
+                        bytes[..i].to_vec(),
+                        bytes[i..j].to_vec(),
+                        bytes[j..].to_vec(),
+                    ]);
+                    let mut r = Reader::new();
+                    let got = (r.read(&mut src).unwrap(), r.read(&mut src).unwrap());
+                    assert_eq!(got, expected, "cuts {i}, {j}");
+                }
+            }
+        }
+    }
 }
