@@ -352,6 +352,60 @@ proptest! {
     }
 }
 
+/// A token bucket's debt deep enough that its milli-tokens pass 2^53 (forced charges of a
+/// large limit, or a stepped debt converted: up to MAX_BOOKED ahead) is reported as the core
+/// reports it: `reserved` (at most MAX_USED milli-tokens, as every debt) and what a window
+/// converted from it counts. The scripts answered a rounded double, and -2^63 past i64.
+#[test]
+fn a_deep_token_bucket_debt_is_reported_as_the_core_reports_it() {
+    use ratelimit::core::bucket::{Bucket, Kind, Policy, MAX_BOOKED};
+    let t0 = 1_700_000_000_000i64;
+    let mut args = Vec::new();
+    let mut want = Vec::new();
+    for (limit, per, ahead) in [
+        (999_999_999_999u64, 1u64, 100i64),
+        (999_999_999_999, 1, 1_000_000),
+        (1_000_000_000_000, 1, MAX_BOOKED - t0),
+        (999_999_999_999, 7, MAX_BOOKED - t0),
+        (3, 1_000, 5_000),
+    ] {
+        let p = Policy::new(limit, per).unwrap();
+        let b = Bucket {
+            tokens: 0,
+            stamp: t0 + ahead,
+            prev: (t0 - 5) as u64,
+            kind: Kind::TokenBucket,
+        };
+        let window = p.with_kind(Kind::FixedWindow);
+        want.extend([
+            b.reserved(&p, t0) as i64,
+            b.refill(&window, t0).bucket.tokens as i64,
+        ]);
+        args.extend([
+            limit.to_string(),
+            per.to_string(),
+            b.stamp.to_string(),
+            b.prev.to_string(),
+            t0.to_string(),
+        ]);
+    }
+    let got = eval_bucket_lua(
+        "local out = {} \
+         for i = 1, #ARGV, 5 do \
+           local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), '0') \
+           local w = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), '1') \
+           local b = bucket(0, tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), 0) \
+           local now = tonumber(ARGV[i + 4]) \
+           out[#out + 1] = int(reserved(p, b, now)) \
+           out[#out + 1] = int(refill(w, b, now).tokens) \
+         end return out",
+        &args,
+    );
+    assert_eq!(got, want);
+    // Past MAX_USED: the cap, rounded up to whole tokens.
+    assert_eq!(want[4], 1_125_899_906_843);
+}
+
 #[test]
 fn lua_muldiv_is_exact_at_the_extremes() {
     let max = (1u64 << 50) - 1;

@@ -517,3 +517,24 @@ proptest! {
         }
     }
 }
+
+/// A token bucket's debt, however deep (a stepped debt up to MAX_BOOKED converted, forced
+/// charges of the largest limit), counts at most MAX_USED milli-tokens, as a stepped bucket's
+/// and a window's: what the scripts compute exactly.
+#[test]
+fn a_token_buckets_debt_counts_at_most_max_used() {
+    let p = Policy::new(MAX_LIMIT, 1).unwrap();
+    let deep = Bucket {
+        tokens: 0,
+        stamp: MAX_BOOKED,
+        prev: T0 as u64 - 5,
+        kind: Kind::TokenBucket,
+    };
+    assert_eq!(deep.reserved(&p, T0), MAX_USED.div_ceil(MILLI));
+    // Below it, exact: 1 ms of 10^15 milli-tokens.
+    let shallow = Bucket {
+        stamp: T0 + 1,
+        ..deep
+    };
+    assert_eq!(shallow.reserved(&p, T0), 1_000_000_000_000);
+}
