@@ -231,8 +231,8 @@ namespace {
      *                           clear (a pseudonym of scope, subject and id). An admission with
      *                           it is remembered for ratelimit.request_ttl seconds (with a
      *                           lease, at least ratelimit.lease_ttl) with its terms: this
-     *                           function, `$limit`, `$per`, `$cost`, `$inflight`, `$scope` and
-     *                           `$policy`.
+     *                           function, `$limit`, `$per`, `$cost`, `$inflight`, `$scope`,
+     *                           `$policy` and `$amount`.
      *                           A later call with the same subject, scope, id and terms is:
      *                           - while the first admission's lease lives: denied, reason
      *                             "in_progress", `$retryAfter` until that lease ends, nothing
@@ -243,10 +243,10 @@ namespace {
      *                             again;
      *                           - after that, charged like any call (and remembered anew).
      *                           A call with the same id and other terms (another cost, limit,
-     *                           period, inflight, or ratelimit_acquire_all()) is charged like
-     *                           any call, never free and never an error: the id comes from the
-     *                           client, who may reuse it with other parameters. A denial is not
-     *                           remembered.
+     *                           period, inflight, policy or amount, or ratelimit_acquire_all())
+     *                           is charged like any call, never free and never an error: the id
+     *                           comes from the client, who may reuse it with other parameters. A
+     *                           denial is not remembered.
      * @param string   $policy   "token_bucket", "fixed_window", "sliding_window" or "stepped_bucket"
      *                           (see above)
      * @param int|null $amount   "stepped_bucket": tokens back at each step, 1 .. 10^12 (null:
@@ -338,8 +338,8 @@ namespace {
      * @param int|null $inflight most live leases, >= 0, of the FIRST limit's bucket (the
      *                           only one that holds a lease); null: ratelimit.inflight (0)
      * @param string|null $request_id as for ratelimit_acquire(), remembered in the FIRST limit's
-     *                           bucket; the terms are every limit (scope, limit, per, policy), `$cost`
-     *                           and `$inflight`. A replay reports the limit with the fewest
+     *                           bucket; the terms are every limit (scope, limit, per, policy,
+     *                           amount), `$cost` and `$inflight`. A replay reports the limit with the fewest
      *                           tokens left, an "in_progress" denial the first limit; both take
      *                           nothing, and their headers show every limit as it stands
      *

@@ -959,3 +959,144 @@ fn a_forced_charge_past_the_largest_stamp_never_wraps_the_debt_around() {
         assert!(!plain.allowed, "path {by} (0 module, 1 scripts): {plain:?}");
     }
 }
+
+/// A stepped debt booked up to MAX_BOOKED (a reservation of 10^12 tokens at one a step),
+/// then a token bucket of the largest limit per millisecond on the same bucket: the debt
+/// converted is reported alike on every path (the scripts answered `reserved` 2^63).
+#[test]
+fn a_converted_debt_up_to_max_booked_is_reported_alike_on_every_path() {
+    let start = [
+        None,
+        Some(format!(
+            "0 {b} {} {b} 0 0 0 3 {}",
+            (1i64 << 52) + 1_000,
+            T0 - 5,
+            b = 1i64 << 52
+        )),
+        None,
+    ];
+    let op = Op::Acquire {
+        k: 1,
+        kind: PolicyKind::TokenBucket,
+        limit: 999_999_999_999,
+        per_ms: 1,
+        cost: 1,
+        inflight: 0,
+        dry_run: false,
+        request: None,
+    };
+    compare(&start, &[(op, 1)]);
+}
+/// Calls at the extremes: limits and periods up to 10^12 (a stepped bucket's amount a function
+/// of them, up to 10^12), forced charges of the whole limit, clocks moving by up to 10^14 ms
+/// (staying below MAX_BOOKED, where the scripts' doubles are exact: a clock past 2^53 ms, the
+/// year 287,000, is not).
+fn extreme_op() -> impl Strategy<Value = Op> {
+    let big = prop_oneof![
+        Just(1u64),
+        Just(999_999_999_999u64),
+        Just(1_000_000_000_000),
+        1u64..=1_000_000_000_000,
+        1u64..10
+    ];
+    let per = prop_oneof![
+        Just(1u64),
+        Just(999_999_999_999u64),
+        1u64..=999_999_999_999,
+        1u64..5_000
+    ];
+    let kind = prop_oneof![4 => Just(PolicyKind::SteppedBucket), 1 => kind()];
+    prop_oneof![
+        prop_oneof![
+            -3_000i64..20_000,
+            Just(1_000_000_000_000i64),
+            0i64..100_000_000_000_000
+        ]
+        .prop_map(Op::Advance),
+        ((0usize..3, kind.clone()), big.clone(), per.clone(), 1u64..4).prop_map(
+            |((k, kind), limit, per_ms, cost)| Op::Acquire {
+                k,
+                kind,
+                limit,
+                per_ms,
+                cost: cost.min(limit),
+                inflight: 0,
+                dry_run: false,
+                request: None
+            }
+        ),
+        (
+            (0usize..3, kind.clone()),
+            big.clone(),
+            per.clone(),
+            prop_oneof![1u64..4, Just(1_000_000_000_000u64)],
+            prop_oneof![0u64..8_000, Just(u64::MAX)]
+        )
+            .prop_map(|((k, kind), limit, per_ms, cost, max_wait)| Op::Reserve {
+                k,
+                kind,
+                limit,
+                per_ms,
+                cost: cost.min(limit),
+                max_wait
+            }),
+        ((0usize..3, kind), big, per).prop_map(|((k, kind), limit, per_ms)| Op::Peek {
+            k,
+            kind,
+            limit,
+            per_ms
+        }),
+    ]
+}
+
+/// Stored values at the extremes: stamps up to MAX_BOOKED, tokens up to 10^15 milli-tokens,
+/// a debt's decision before or after the clock, under every policy.
+fn extreme_start() -> impl Strategy<Value = Option<String>> {
+    let max_booked = 1i64 << 52;
+    let stamp = prop_oneof![
+        Just(T0),
+        Just(max_booked),
+        Just(max_booked - 1),
+        T0..max_booked,
+        (T0 - 5_000)..(T0 + 5_000)
+    ];
+    let tokens = prop_oneof![
+        Just(0u64),
+        0u64..7_000,
+        Just(999_999_999_999_000u64),
+        Just(1_000_000_000_000_000u64),
+        0u64..1_000_000_000_000_000
+    ];
+    proptest::option::of(
+        (
+            tokens,
+            stamp,
+            0u8..4,
+            prop_oneof![Just(0u64), Just(T0 as u64 - 5), Just(T0 as u64 + 5)],
+        )
+            .prop_map(|(t, s, k, prev)| {
+                let base = format!("{t} {s} {} {s} 0 0 0", s.saturating_add(1_000));
+                match k {
+                    0 => base,
+                    1 => format!("{base} 1 {}", prev % 8_000),
+                    2 => format!("{base} 2 {}", t / 2),
+                    _ => format!("{base} 3 {prev}"),
+                }
+            }),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The module answers and stores as the scripts and the Function on extreme states and
+    /// calls (found: a converted debt's `reserved`, see
+    /// a_converted_debt_up_to_max_booked_is_reported_alike_on_every_path).
+    #[test]
+    fn the_module_answers_and_stores_as_the_scripts_at_the_extremes(
+        start in proptest::collection::vec(extreme_start(), 3),
+        ops in proptest::collection::vec((extreme_op(), 0u8..3), 1..30),
+    ) {
+        compare(&start, &ops);
+    }
+}

@@ -352,6 +352,60 @@ proptest! {
     }
 }
 
+/// A token bucket's debt deep enough that its milli-tokens pass 2^53 (forced charges of a
+/// large limit, or a stepped debt converted: up to MAX_BOOKED ahead) is reported as the core
+/// reports it: `reserved` (at most MAX_USED milli-tokens, as every debt) and what a window
+/// converted from it counts. The scripts answered a rounded double, and -2^63 past i64.
+#[test]
+fn a_deep_token_bucket_debt_is_reported_as_the_core_reports_it() {
+    use ratelimit::core::bucket::{Bucket, Kind, Policy, MAX_BOOKED};
+    let t0 = 1_700_000_000_000i64;
+    let mut args = Vec::new();
+    let mut want = Vec::new();
+    for (limit, per, ahead) in [
+        (999_999_999_999u64, 1u64, 100i64),
+        (999_999_999_999, 1, 1_000_000),
+        (1_000_000_000_000, 1, MAX_BOOKED - t0),
+        (999_999_999_999, 7, MAX_BOOKED - t0),
+        (3, 1_000, 5_000),
+    ] {
+        let p = Policy::new(limit, per).unwrap();
+        let b = Bucket {
+            tokens: 0,
+            stamp: t0 + ahead,
+            prev: (t0 - 5) as u64,
+            kind: Kind::TokenBucket,
+        };
+        let window = p.with_kind(Kind::FixedWindow);
+        want.extend([
+            b.reserved(&p, t0) as i64,
+            b.refill(&window, t0).bucket.tokens as i64,
+        ]);
+        args.extend([
+            limit.to_string(),
+            per.to_string(),
+            b.stamp.to_string(),
+            b.prev.to_string(),
+            t0.to_string(),
+        ]);
+    }
+    let got = eval_bucket_lua(
+        "local out = {} \
+         for i = 1, #ARGV, 5 do \
+           local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), '0') \
+           local w = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), '1') \
+           local b = bucket(0, tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), 0) \
+           local now = tonumber(ARGV[i + 4]) \
+           out[#out + 1] = int(reserved(p, b, now)) \
+           out[#out + 1] = int(refill(w, b, now).tokens) \
+         end return out",
+        &args,
+    );
+    assert_eq!(got, want);
+    // Past MAX_USED: the cap, rounded up to whole tokens.
+    assert_eq!(want[4], 1_125_899_906_843);
+}
+
 #[test]
 fn lua_muldiv_is_exact_at_the_extremes() {
     let max = (1u64 << 50) - 1;
@@ -1064,4 +1118,100 @@ fn functions_refused_are_tried_again_after_a_reconnect() {
     assert!(first.map_or_else(|e| e.is_transient(), |_| true));
     admitted(&mut s, 3);
     assert!(calls_of(&server, "fcall") > 0, "still by the scripts");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// bucket.lua's stepped bucket is the core's at the extremes: amounts up to 10^12 (past
+    /// the limit), stamps and clocks anywhere up to MAX_BOOKED and a step or two around it, a
+    /// debt's decision before or after the clock, costs past the limit (a forced charge), a
+    /// state of any policy converted. (Held when first run with 2,000 cases.)
+    #[test]
+    fn lua_stepped_buckets_are_the_cores_at_the_extremes(
+        cases in proptest::collection::vec((
+            (0u8..4, 1u64..=1_000_000_000_000, 1u64..=1_000_000_000_000, 1u64..=1_000_000_000_000),
+            (0.0f64..=1.0, 0u8..4, 0.0f64..=1.0, 0.0f64..=1.0, 0u8..3),
+        ), 24)
+    ) {
+        use ratelimit::core::bucket::{Bucket, Kind, Policy, MAX_BOOKED};
+        let t0 = 1_700_000_000_000i64;
+        let mut args = Vec::new();
+        let mut want = Vec::new();
+        for ((stored_kind, limit, per, amount), (ft, prevsel, fstamp, fnow, nowsel)) in cases {
+            let limit = if limit % 3 == 0 { limit % 20 + 1 } else { limit };
+            let per = if per % 3 == 0 { per % 5_000 + 1 } else { per };
+            let amount = if amount % 3 == 0 { amount % 20 + 1 } else { amount };
+            let kind = Kind::SteppedBucket;
+            let stored_kind = Kind::from_code(i64::from(stored_kind)).unwrap();
+            let p = Policy::new(limit, per).unwrap().with_kind(kind).with_amount(amount).unwrap();
+            let cap = p.capacity();
+            let span = (MAX_BOOKED - t0) as f64;
+            let stamp = t0 + (span * fstamp * fstamp * fstamp) as i64;
+            let now = match nowsel {
+                0 => stamp + (span * fnow * fnow * fnow) as i64 - (span * 0.000001) as i64,
+                1 => stamp + ((per as f64) * 3.0 * fnow) as i64,
+                _ => stamp - ((per as f64) * 2.0 * fnow) as i64,
+            }.min(MAX_BOOKED + 10);
+            let prev: u64 = match prevsel {
+                0 => 0,
+                1 => (now - 3).max(1) as u64,
+                2 => (now + 3) as u64,
+                _ => t0 as u64,
+            };
+            let b = Bucket {
+                tokens: (cap as f64 * ft) as u64,
+                stamp,
+                prev: if stored_kind == Kind::TokenBucket || stored_kind == Kind::SteppedBucket { prev } else { (cap as f64 * ft) as u64 / 2 },
+                kind: stored_kind,
+            };
+            let milli = match nowsel { 0 => limit.min(3), 1 => (limit * 3).min(1_000_000_000_000), _ => limit } * 1_000;
+            let r = b.refill(&p, now).bucket;
+            let wait = r.book_wait(&p, milli, now);
+            let mut booked = r;
+            booked.book(&p, milli, wait, now);
+            want.extend([
+                r.available(&p, now) as i64,
+                r.wait_for(&p, milli.min(cap), now) as i64,
+                r.wait_until_full(&p, now) as i64,
+                r.wait_for_next_token(&p, now) as i64,
+                r.full_at(&p),
+                r.tokens as i64,
+                r.stamp,
+                r.prev as i64,
+                wait as i64,
+                r.reserved(&p, now) as i64,
+                booked.tokens as i64,
+                booked.stamp,
+                booked.prev as i64,
+            ]);
+            args.extend([
+                limit.to_string(), per.to_string(), p.code_arg(),
+                b.tokens.to_string(), b.stamp.to_string(), b.prev.to_string(),
+                stored_kind.code().to_string(), now.to_string(), milli.to_string(),
+            ]);
+        }
+        let got = eval_bucket_lua(
+            "local out = {} \
+             for i = 1, #ARGV, 9 do \
+               local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]) \
+               local b = bucket(tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), \
+                 tonumber(ARGV[i + 6])) \
+               local now, milli = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]) \
+               local r = refill(p, b, now) \
+               local wait = book_wait(p, r, milli, now) \
+               local k = bucket(r.tokens, r.stamp, r.prev, r.kind) \
+               book(p, k, milli, wait, now) \
+               for _, x in ipairs({ available(p, r, now), wait_for(p, r, math.min(milli, p.cap), now), \
+                 wait_for(p, r, p.cap, now), wait_for_next_token(p, r, now), full_at(p, r), \
+                 r.tokens, r.stamp, r.prev, wait, reserved(p, r, now), k.tokens, k.stamp, \
+                 k.prev }) do out[#out + 1] = int(x) end \
+             end return out",
+            &args,
+        );
+        prop_assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.chunks(13).zip(want.chunks(13)).enumerate() {
+            prop_assert_eq!(g, w, "case {}: {:?}", i, &args[i * 9..i * 9 + 9]);
+        }
+    }
 }

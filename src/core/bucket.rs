@@ -758,7 +758,10 @@ impl Bucket {
     }
 
     /// A token bucket's debt at `now` in milli-tokens (rounded up): what the time from `now`
-    /// to a booked stamp earns. 0 when it holds no booking.
+    /// to a booked stamp earns. 0 when it holds no booking. At most [`MAX_USED`], as a stepped
+    /// bucket's and a window's count: a deep debt (forced charges of a large limit, a stepped
+    /// debt up to MAX_BOOKED converted) stays exact in the scripts' doubles, which rounded it
+    /// past 2^53 and wrote it as i64's least past 2^63.
     fn owed(&self, policy: &Policy, now: i64) -> u64 {
         if self.prev == 0 || self.stamp <= now {
             return 0;
@@ -773,7 +776,7 @@ impl Bucket {
             return owed.min(MAX_USED as u128) as u64;
         }
         let owed = (ahead * policy.capacity() as u128).div_ceil(policy.per_ms as u128);
-        owed.min(u64::MAX as u128) as u64
+        owed.min(MAX_USED as u128) as u64
     }
 
     /// Whole tokens taken ahead of what the policy had and not yet earned back at `now`

@@ -340,6 +340,32 @@ mod tests {
             prop_assert!(given <= replays);
         }
 
+        /// A limit's policy, and a stepped bucket's amount, are terms too: a retry under
+        /// another policy or amount is charged (the stub's and usage.md's list of terms).
+        #[test]
+        fn digests_tell_policies_and_amounts_apart(
+            l in 1u64..1_000, per in 1u64..100_000, amount in 1u64..2_000,
+        ) {
+            use super::super::bucket::Kind as Policies;
+            let of = |p: Policy| Terms::of(Kind::Acquire, &[Limit { scope: "s", policy: p, cost: 1 }], 0);
+            let base = Policy::new(l, per).unwrap();
+            let stepped = |a: u64| base.with_kind(Policies::SteppedBucket).with_amount(a).unwrap();
+            let all = [
+                of(base),
+                of(base.with_kind(Policies::FixedWindow)),
+                of(base.with_kind(Policies::SlidingWindow)),
+                of(stepped(amount)),
+                of(stepped(amount + 1)),
+            ];
+            for i in 0..all.len() {
+                for j in i + 1..all.len() {
+                    prop_assert_ne!(all[i], all[j], "{} / {}", i, j);
+                }
+            }
+            // The default amount is the limit's: the same terms as giving it.
+            prop_assert_eq!(of(base.with_kind(Policies::SteppedBucket)), of(stepped(l)));
+        }
+
         /// Equal terms give equal digests; any one field changed gives another.
         #[test]
         fn digests_tell_terms_apart(

@@ -469,3 +469,72 @@ fn the_code_argument_reads_back() {
         assert_eq!(p.with_code_arg(bad.as_bytes()), None, "{bad:?}");
     }
 }
+
+proptest! {
+    /// The property above with a clock that also runs back and the amount and the limit changed
+    /// call by call: bounded by the largest limit and amount, each token counted at the
+    /// instant it is used, a booked one at its booked instant, one taken at a clock read
+    /// before the stamp at the stamp (what it takes was held there).
+    #[test]
+    fn a_stepped_bucket_never_lets_more_through_whatever_the_clock_amounts_and_limits(
+        per_ms in 1u64..3_000,
+        steps in proptest::collection::vec(
+            (-1_500i64..700, 1u64..8, 0u64..8_000, 0u8..3, 1u64..10, 1u64..8),
+            1..60,
+        ),
+    ) {
+        let mut now = T0;
+        let mut b: Option<Bucket> = None;
+        let mut used: Vec<(i64, u64)> = vec![];
+        let (mut maxl, mut maxa) = (0, 0);
+        for (dt, cost, max_wait, how, amount, limit) in steps {
+            now += dt;
+            maxl = maxl.max(limit);
+            maxa = maxa.max(amount.min(limit));
+            let p = Policy::new(limit, per_ms).unwrap().with_kind(Kind::SteppedBucket)
+                .with_amount(amount).unwrap();
+            let cost = cost.min(limit);
+            let d = match how {
+                0 => acquire(b, p, cost, now),
+                1 => reserve(b, p, cost, max_wait, now),
+                _ => reserve(b, p, cost, u64::MAX, now),
+            };
+            if d.verdict.took() {
+                let stamp = b.map_or(now, |b| b.stamp);
+                used.push(((now + d.verdict.wait_ms as i64).max(stamp), cost));
+            }
+            b = Some(d.bucket);
+        }
+        used.sort();
+        for i in 0..used.len() {
+            let mut sum = 0;
+            for j in i..used.len() {
+                sum += used[j].1;
+                let span = (used[j].0 - used[i].0) as u64;
+                let bound = maxl + (span / per_ms + 1) * maxa;
+                prop_assert!(sum <= bound, "{} tokens used in {} ms", sum, span);
+            }
+        }
+    }
+}
+
+/// A token bucket's debt, however deep (a stepped debt up to MAX_BOOKED converted, forced
+/// charges of the largest limit), counts at most MAX_USED milli-tokens, as a stepped bucket's
+/// and a window's: what the scripts compute exactly.
+#[test]
+fn a_token_buckets_debt_counts_at_most_max_used() {
+    let p = Policy::new(MAX_LIMIT, 1).unwrap();
+    let deep = Bucket {
+        tokens: 0,
+        stamp: MAX_BOOKED,
+        prev: T0 as u64 - 5,
+        kind: Kind::TokenBucket,
+    };
+    assert_eq!(deep.reserved(&p, T0), MAX_USED.div_ceil(MILLI));
+    // Below it, exact: 1 ms of 10^15 milli-tokens.
+    let shallow = Bucket {
+        stamp: T0 + 1,
+        ..deep
+    };
+    assert_eq!(shallow.reserved(&p, T0), 1_000_000_000_000);
+}

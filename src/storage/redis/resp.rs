@@ -8,6 +8,10 @@
 //! (an error reply, a RESP3 type, nesting deeper than the crate allows) is handed, as the
 //! complete reply's bytes, to the crate's own parser, so errors keep the crate's kinds and codes
 //! (`MOVED`, `ASK`, `NOSCRIPT`, ... as `conn.rs` classifies them).
+//!
+//! A reply is at most [`MAX_REPLY`] bytes: a server sending more (a length no reply of ours
+//! comes near, or bytes that never end a reply) is refused at once, where the crate's parser
+//! kept every byte until the call's deadline.
 
 use redis::{RedisError, RedisResult, Value};
 use std::io::{self, Read};
@@ -19,13 +23,30 @@ const FIRST: usize = 4096;
 /// refuses them as it always did.
 const MAX_DEPTH: usize = 100;
 
+/// The most bytes a reply may take: over a hundred times the largest this extension asks for
+/// (a SCAN batch of some 1000 names, about 100 KB). Redis's own bound on a string is 512 MiB.
+const MAX_REPLY: usize = 16 << 20;
+
 fn garbage(what: &'static str) -> RedisError {
     RedisError::from(redis::ParsingError::from(what))
+}
+
+/// A reply past [`MAX_REPLY`]: a sick or hostile server, refused before its bytes fill the
+/// memory (the crate's parser kept them all until the deadline, 60 s at most).
+fn too_long() -> RedisError {
+    garbage("a RESP reply longer than any ratelimit asks for")
 }
 
 /// A connection's unread bytes, and the replies in them.
 pub struct Reader {
     buf: Vec<u8>,
+    /// The most bytes one reply may take (see [`MAX_REPLY`]).
+    max: usize,
+    /// Bytes framed so far, counted from where each framing started (tests' measure of it).
+    #[cfg(test)]
+    framed: usize,
+    /// Where the framing of the reply at `start` stopped (see [`frame`]).
+    progress: Progress,
     /// The unread bytes are `buf[start..end]`.
     start: usize,
     end: usize,
@@ -39,8 +60,17 @@ impl Default for Reader {
 
 impl Reader {
     pub fn new() -> Self {
+        Self::bounded(MAX_REPLY)
+    }
+
+    /// A reader whose replies take at most `max` bytes.
+    fn bounded(max: usize) -> Self {
         Self {
             buf: vec![0; FIRST],
+            max,
+            #[cfg(test)]
+            framed: 0,
+            progress: Progress::START,
             start: 0,
             end: 0,
         }
@@ -51,7 +81,12 @@ impl Reader {
     pub fn read<R: Read + ?Sized>(&mut self, src: &mut R) -> RedisResult<Value> {
         loop {
             let unread = &self.buf[self.start..self.end];
-            if let Some(len) = frame(unread)? {
+            #[cfg(test)]
+            {
+                self.framed += unread.len() - self.progress.resume();
+            }
+            if let Some(len) = frame(unread, self.max, &mut self.progress)? {
+                self.progress = Progress::START;
                 let bytes = &unread[..len];
                 let v = match build(bytes, &mut 0, 0) {
                     Some(v) => v,
@@ -63,6 +98,9 @@ impl Reader {
                     self.end = 0;
                 }
                 return Ok(v);
+            }
+            if unread.len() >= self.max {
+                return Err(too_long());
             }
             self.fill(src)?;
         }
@@ -77,7 +115,7 @@ impl Reader {
                 self.end -= self.start;
                 self.start = 0;
             } else {
-                let len = self.buf.len() * 2;
+                let len = (self.buf.len() * 2).min(self.max.max(FIRST));
                 self.buf.resize(len, 0);
             }
         }
@@ -141,9 +179,10 @@ pub fn query<T: redis::FromRedisValue>(
 }
 
 /// The line at `at` (without its CRLF) and where the next one starts; None while incomplete.
-fn line(b: &[u8], at: usize) -> Option<(&[u8], usize)> {
+/// No line end starts before `scanned` (when past `at`): the search starts there.
+fn line(b: &[u8], at: usize, scanned: usize) -> Option<(&[u8], usize)> {
     let rest = b.get(at..)?;
-    let mut from = 0;
+    let mut from = scanned.saturating_sub(at);
     loop {
         let cr = from + rest[from..].iter().position(|&c| c == b'\r')?;
         match rest.get(cr + 1) {
@@ -170,20 +209,64 @@ fn length(l: &[u8]) -> RedisResult<i64> {
     Ok(if neg { -n } else { n })
 }
 
+/// Where the framing of an incomplete reply stopped, so that the next piece is framed from
+/// there: the start of the first value not framed whole, the values still to frame counting
+/// it, and how far its first line is known to hold no line end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Progress {
+    at: usize,
+    pending: u64,
+    scanned: usize,
+}
+
+impl Progress {
+    /// A reply not framed at all.
+    const START: Self = Self {
+        at: 0,
+        pending: 1,
+        scanned: 0,
+    };
+
+    /// Where the next framing starts reading.
+    #[cfg(test)]
+    fn resume(&self) -> usize {
+        self.at.max(self.scanned)
+    }
+}
+
 /// How many bytes the first reply of `b` takes, or None while it is incomplete: its framing
-/// only, nothing built (a reply arriving in pieces is framed again at each piece).
-fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
-    let mut at = 0;
-    // Values still to frame: the reply itself, then the elements its aggregates announce.
-    let mut pending: u64 = 1;
+/// only, nothing built. `progress` says where the framing of the same reply's bytes stopped
+/// before (when they came in pieces), and is left where this one stops. A string that would
+/// end past `max` bytes is an error at once.
+fn frame(b: &[u8], max: usize, progress: &mut Progress) -> RedisResult<Option<usize>> {
+    let Progress {
+        mut at,
+        // Values still to frame: the reply itself, then the elements its aggregates announce.
+        mut pending,
+        scanned,
+    } = *progress;
+    // Only the first value's line was scanned before.
+    let mut from = scanned;
     while pending > 0 {
-        pending -= 1;
+        let value = at;
         let Some(&kind) = b.get(at) else {
+            *progress = Progress {
+                at,
+                pending,
+                scanned: 0,
+            };
             return Ok(None);
         };
-        let Some((l, next)) = line(b, at + 1) else {
+        let Some((l, next)) = line(b, at + 1, std::mem::take(&mut from)) else {
+            // A CR at the end may be the first half of the line's end.
+            *progress = Progress {
+                at,
+                pending,
+                scanned: b.len().saturating_sub(1).max(at + 1),
+            };
             return Ok(None);
         };
+        pending -= 1;
         at = next;
         match kind {
             b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
@@ -192,7 +275,15 @@ fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
                 if n >= 0 {
                     // The payload and its CRLF.
                     let end = at + n as usize + 2;
+                    if end > max {
+                        return Err(too_long());
+                    }
                     if b.len() < end {
+                        *progress = Progress {
+                            at: value,
+                            pending: pending + 1,
+                            scanned: 0,
+                        };
                         return Ok(None);
                     }
                     if &b[end - 2..end] != b"\r\n" {
@@ -216,11 +307,12 @@ fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
 /// The RESP2 value at `*at` of a complete reply (see [`frame`]), as the crate builds it; None
 /// for anything this reader leaves to the crate's parser.
 fn build(b: &[u8], at: &mut usize, depth: usize) -> Option<Value> {
-    if depth > MAX_DEPTH {
+    // `depth` counts from 0 where the crate counts from 1: a value at MAX_DEPTH is past it.
+    if depth >= MAX_DEPTH {
         return None;
     }
     let kind = *b.get(*at)?;
-    let (l, next) = line(b, *at + 1)?;
+    let (l, next) = line(b, *at + 1, 0)?;
     *at = next;
     match kind {
         b'+' => Some(if l == b"OK" {
@@ -479,7 +571,10 @@ mod tests {
         for _ in 0..10 {
             bytes.extend(b"%999999999999999999\r\n");
         }
-        assert_eq!(frame(&bytes).unwrap(), None);
+        assert_eq!(
+            frame(&bytes, MAX_REPLY, &mut Progress::START.clone()).unwrap(),
+            None
+        );
         let e = one(&bytes).unwrap_err();
         assert!(e.is_io_error(), "{e}");
     }
@@ -499,5 +594,203 @@ mod tests {
         }
         let mut src = Interrupting(false, Pieces(vec![b":1".to_vec(), b"\r\n".to_vec()]));
         assert_eq!(Reader::new().read(&mut src).unwrap(), Value::Int(1));
+    }
+
+    /// Nesting far past the crate's limit (thousands of `*1`) is framed without recursion
+    /// and refused by the crate's parser, as it always was: no stack overflow.
+    #[test]
+    fn nesting_past_the_crates_limit_is_refused_as_the_crate_refuses_it() {
+        let mut bytes = b"*1\r\n".repeat(200_000);
+        bytes.extend(b":1\r\n");
+        let ours = one(&bytes).unwrap_err();
+        let theirs = redis::parse_redis_value(&bytes).unwrap_err();
+        assert_eq!(ours.kind(), theirs.kind(), "{ours} / {theirs}");
+    }
+
+    /// The crate builds values nested up to its limit (the reply itself counting as one) and
+    /// refuses the next level: so does this reader.
+    #[test]
+    fn nesting_is_refused_from_the_crates_limit_exactly() {
+        let nested = |arrays: usize| {
+            let mut bytes = b"*1\r\n".repeat(arrays);
+            bytes.extend(b":1\r\n");
+            bytes
+        };
+        let deepest = nested(MAX_DEPTH - 1);
+        assert_eq!(one(&deepest).unwrap(), crates(&deepest));
+        let past = nested(MAX_DEPTH);
+        assert!(redis::parse_redis_value(&past).is_err());
+        let e = one(&past).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+    }
+
+    /// Negative lengths other than -1 (no server sends them) read as the crate reads them.
+    #[test]
+    fn negative_lengths_other_than_minus_one_are_read_as_the_crate_reads_them() {
+        for bytes in [
+            &b"*-5\r\n"[..],
+            b"$-5\r\n",
+            b"$-9999\r\n",
+            b"*2\r\n*-3\r\n$-7\r\n",
+            b"~-2\r\n",
+            b">-1\r\n",
+        ] {
+            assert_eq!(one(bytes).unwrap(), crates(bytes), "{bytes:?}");
+        }
+        for bytes in [&b"%-1\r\n"[..], b"|-1\r\n:1\r\n"] {
+            assert!(one(bytes).is_err(), "{bytes:?}");
+            assert!(redis::parse_redis_value(bytes).is_err(), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_reply_split_across_reads_anywhere_keeps_its_code() {
+        let bytes: &[u8] = b"-MOVED 3999 127.0.0.1:6381\r\n";
+        for cut in 1..bytes.len() {
+            let mut src = Pieces(vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]);
+            assert_eq!(
+                Reader::new().read(&mut src).unwrap(),
+                crates(bytes),
+                "cut {cut}"
+            );
+        }
+    }
+
+    /// A source that does not end (before a mebibyte past anything a test expects to be
+    /// read): `head`, then `body` again and again.
+    struct Endless {
+        head: Vec<u8>,
+        body: Vec<u8>,
+        at: usize,
+        given: usize,
+    }
+
+    const ENDLESS: usize = 1 << 20;
+
+    impl Endless {
+        fn new(head: &[u8], body: &[u8]) -> Self {
+            Self {
+                head: head.to_vec(),
+                body: body.to_vec(),
+                at: 0,
+                given: 0,
+            }
+        }
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let mut n = 0;
+            while n < buf.len() && self.at < ENDLESS {
+                let b = if self.at < self.head.len() {
+                    self.head[self.at]
+                } else {
+                    self.body[(self.at - self.head.len()) % self.body.len()]
+                };
+                buf[n] = b;
+                n += 1;
+                self.at += 1;
+            }
+            self.given += n;
+            Ok(n)
+        }
+    }
+
+    /// A sick or hostile server's reply that never ends while bytes keep coming (an array
+    /// announcing more elements than it sends, a line without its end) is refused once the
+    /// bytes waiting pass the bound, not held in an ever larger buffer until the deadline.
+    #[test]
+    fn a_reply_that_never_ends_is_refused_at_the_bound() {
+        let max = 64 * 1024;
+        for (head, body) in [(&b"*1000000000\r\n"[..], &b":1\r\n"[..]), (b"+", b"x")] {
+            let mut src = Endless::new(head, body);
+            let e = Reader::bounded(max).read(&mut src).unwrap_err();
+            assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+            assert!(src.given <= max, "{} bytes read", src.given);
+        }
+    }
+
+    /// A length no reply of ours comes near is refused when it is read, before its bytes.
+    #[test]
+    fn a_bulk_string_longer_than_the_bound_is_refused_before_its_bytes() {
+        let mut src = Endless::new(b"$999999999999\r\n", b"x");
+        let e = Reader::new().read(&mut src).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+        assert!(src.given <= FIRST, "{} bytes read", src.given);
+        // Nested in an array too.
+        let mut bytes = b"*2\r\n$3\r\nabc\r\n".to_vec();
+        bytes.extend(format!("${}\r\n", MAX_REPLY).as_bytes());
+        let e = one(&bytes).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+    }
+
+    /// Up to the bound, a reply is read whole (growing the buffer as it must).
+    #[test]
+    fn a_reply_within_the_bound_is_read() {
+        let max = 64 * 1024;
+        let payload = vec![b'y'; max - 20];
+        let mut bytes = format!("${}\r\n", payload.len()).into_bytes();
+        bytes.extend(&payload);
+        bytes.extend(b"\r\n");
+        assert!(bytes.len() <= max);
+        let chunks = bytes.chunks(1000).map(<[u8]>::to_vec).collect();
+        let v = Reader::bounded(max).read(&mut Pieces(chunks)).unwrap();
+        assert_eq!(v, Value::BulkString(payload));
+    }
+
+    /// A reply arriving in many pieces (a byte per read at worst) is framed from where the
+    /// last piece left it: work in proportion to its length, not to its length squared (a
+    /// sick server's 16 MiB, a byte at a time, would keep a worker framing far past the
+    /// call's deadline, which is checked between reads only).
+    #[test]
+    fn a_reply_in_many_pieces_is_framed_once() {
+        let mut array = b"*2000\r\n".to_vec();
+        for i in 0..2000 {
+            array.extend(format!("${}\r\n{}\r\n", i.to_string().len(), i).as_bytes());
+        }
+        let mut line = b"+".to_vec();
+        line.extend(b"a\rb".repeat(3000));
+        line.extend(b"\r\n");
+        for bytes in [array, line] {
+            let expected = crates(&bytes);
+            let mut r = Reader::new();
+            let mut src = Pieces(bytes.iter().map(|b| vec![*b]).collect());
+            assert_eq!(r.read(&mut src).unwrap(), expected);
+            // A piece's own bytes once, and what the value it cut holds before it.
+            assert!(
+                r.framed <= 20 * bytes.len(),
+                "{} bytes framed for {}",
+                r.framed,
+                bytes.len()
+            );
+        }
+    }
+
+    /// Framing resumed from where a piece left it finds the same replies, wherever the two
+    /// cuts of three pieces fall (inside a length, a CRLF, a payload, a line with a lone CR),
+    /// with a second reply behind the first.
+    #[test]
+    fn replies_cut_in_three_anywhere_are_read_as_whole() {
+        for bytes in [
+            &b"*3\r\n$4\r\nab\r\n\r\n*2\r\n+x\ry\r\n:-12\r\n$-1\r\n:7\r\n"[..],
+            b"*2\r\n-ERR a\rb\r\n%1\r\n+k\r\n*1\r\n$2\r\nzz\r\n+OK\r\n",
+        ] {
+            let first = frame(bytes, MAX_REPLY, &mut Progress::START.clone())
+                .unwrap()
+                .unwrap();
+            let expected = (crates(&bytes[..first]), crates(&bytes[first..]));
+            for i in 1..bytes.len() {
+                for j in i + 1..bytes.len() {
+                    let mut src = Pieces(vec![
+                        bytes[..i].to_vec(),
+                        bytes[i..j].to_vec(),
+                        bytes[j..].to_vec(),
+                    ]);
+                    let mut r = Reader::new();
+                    let got = (r.read(&mut src).unwrap(), r.read(&mut src).unwrap());
+                    assert_eq!(got, expected, "cuts {i}, {j}");
+                }
+            }
+        }
     }
 }

@@ -203,7 +203,8 @@ local function owed(p, b, now)
   if rem > 0 then
     milli = milli + 1
   end
-  return milli
+  -- At most MAX_USED, as the core (exact below it; a sum past it stays past it when rounded).
+  return math.min(milli, MAX_USED)
 end
 
 -- Bucket::in_debt_at: a token bucket booked ahead (see book) and not yet at its stamp, read at
