@@ -33,6 +33,9 @@ foreach ($order as $p) {
         'admitted' => array_sum(array_column($by[$p], 'admitted')),
         'allows' => array_sum(array_column($by[$p], 'allows')),
         'n' => array_sum(array_column($by[$p], 'n')),
+        // Calls the store answered (ratelimit's Decision source): with a limit never reached,
+        // all of them; the floor and the peer always make a round trip.
+        'store' => array_sum(array_map(fn ($r) => $r['sources']['store'] ?? 0, $by[$p])),
     ];
 }
 $floor = $stat['floor'] ?? null;
@@ -40,16 +43,16 @@ $us = fn (float $ns) => sprintf('%.1f', $ns / 1000);
 $rounds = count($by['floor'] ?? []);
 echo "\n## One process, interleaved rounds: the native commands beside the floor (issue 24)\n\n";
 echo "$rounds rounds, each running every peer once in a rotated order ({$by['floor'][1]['n']} decisions round-robin over "
-    . "the subjects per run, keys flushed between runs), client and servers pinned to CPU 0. floor, peer and module on a "
+    . "the subjects per run, a limit never reached, so that every call is a round trip to Redis; keys flushed between runs), client and servers pinned to CPU 0. floor, peer and module on a "
     . "redis-server started with `--loadmodule libratelimit_redis.so`, ratelimit (the script path: a plain acquire by a Redis Function where the server has them, Redis 7.0+, else EVALSHA) on a plain one "
     . "(`ratelimit_stats()['redis_path']` checked: \"module\", \"script\"). Figures: the median over rounds of each round's "
     . "median and p99, in µs.\n\n";
-echo "| Peer | median | p99 | median / floor | p99 / floor p99 | each round's median | each round's p99 | admitted / policy allows |\n";
-echo "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |\n";
+echo "| Peer | median | p99 | median / floor | p99 / floor p99 | each round's median | each round's p99 | admitted / policy allows | answered by Redis |\n";
+echo "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |\n";
 foreach ($stat as $p => $s) {
     $ratio = fn (string $k) => $floor ? sprintf('%.3fx', $s[$k] / $floor[$k]) : '—';
     printf(
-        "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+        "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
         REDIS_PEERS[$p],
         $us($s['median']),
         $us($s['p99']),
@@ -57,7 +60,8 @@ foreach ($stat as $p => $s) {
         $p === 'floor' ? '1' : $ratio('p99'),
         implode(', ', array_map($us, $s['medians'])),
         implode(', ', array_map($us, $s['p99s'])),
-        $p === 'floor' ? '—' : "{$s['admitted']} / {$s['allows']}"
+        $p === 'floor' ? '—' : "{$s['admitted']} / {$s['allows']}",
+        in_array($p, ['ratelimit', 'module'], true) ? "{$s['store']} / {$s['n']}" : 'every call'
     );
 }
 if ($floor && isset($stat['module'])) {
