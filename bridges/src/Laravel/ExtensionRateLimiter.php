@@ -284,10 +284,12 @@ class ExtensionRateLimiter extends RateLimiter
     {
         $k = $this->clean($key);
         unset($this->cleared[$k]);
-        // The store keeps an ended window's row (ratelimit_reset() would answer true for it).
+        // The store keeps an ended window's row (ratelimit_reset() answers true for it), and a
+        // count given back to 0 is a row too: stock forgets an entry holding 0 (true) while its
+        // window, which the timer's is, runs.
         $had = $this->attempts($key) > 0;
-        ratelimit_reset(Key::subject($k), $this->scope);
-        return $had;
+        $forgot = ratelimit_reset(Key::subject($k), $this->scope);
+        return $had || ($forgot && $this->timer($k) !== null);
     }
 
     /**
