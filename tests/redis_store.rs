@@ -140,6 +140,70 @@ fn eval_bucket_lua(driver: &str, args: &[String]) -> Vec<i64> {
     eval_lua(&src, args)
 }
 
+/// One case of the bucket.lua comparisons: what the core says of bucket `b` under `p` at `now`
+/// (the refilled state, what is available, every wait, and the state a booking of `milli`
+/// leaves: 13 numbers), and the 9 arguments `eval_bucket_cases` reads for it.
+fn lua_case(
+    p: &ratelimit::core::bucket::Policy,
+    b: &ratelimit::core::bucket::Bucket,
+    now: i64,
+    milli: u64,
+) -> ([i64; 13], [String; 9]) {
+    let r = b.refill(p, now).bucket;
+    let wait = r.book_wait(p, milli, now);
+    let mut booked = r;
+    booked.book(p, milli, wait, now);
+    let want = [
+        r.available(p, now) as i64,
+        r.wait_for(p, milli.min(p.capacity()), now) as i64,
+        r.wait_until_full(p, now) as i64,
+        r.wait_for_next_token(p, now) as i64,
+        r.full_at(p),
+        r.tokens as i64,
+        r.stamp,
+        r.prev as i64,
+        wait as i64,
+        r.reserved(p, now) as i64,
+        booked.tokens as i64,
+        booked.stamp,
+        booked.prev as i64,
+    ];
+    let args = [
+        p.limit().to_string(),
+        p.per_ms().to_string(),
+        p.code_arg(),
+        b.tokens.to_string(),
+        b.stamp.to_string(),
+        b.prev.to_string(),
+        b.kind.code().to_string(),
+        now.to_string(),
+        milli.to_string(),
+    ];
+    (want, args)
+}
+
+/// bucket.lua's answers to the cases of `lua_case` (9 arguments each): 13 numbers each.
+fn eval_bucket_cases(args: &[String]) -> Vec<i64> {
+    eval_bucket_lua(
+        "local out = {} \
+         for i = 1, #ARGV, 9 do \
+           local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]) \
+           local b = bucket(tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), \
+             tonumber(ARGV[i + 6])) \
+           local now, milli = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]) \
+           local r = refill(p, b, now) \
+           local wait = book_wait(p, r, milli, now) \
+           local k = bucket(r.tokens, r.stamp, r.prev, r.kind) \
+           book(p, k, milli, wait, now) \
+           for _, x in ipairs({ available(p, r, now), wait_for(p, r, math.min(milli, p.cap), now), \
+             wait_for(p, r, p.cap, now), wait_for_next_token(p, r, now), full_at(p, r), \
+             r.tokens, r.stamp, r.prev, wait, reserved(p, r, now), k.tokens, k.stamp, \
+             k.prev }) do out[#out + 1] = int(x) end \
+         end return out",
+        args,
+    )
+}
+
 /// EVAL of `src` with no keys and `args`, on the single server.
 fn eval_lua(src: &str, args: &[String]) -> Vec<i64> {
     let client = redis::Client::open(env("RL_REDIS_URL")).unwrap();
@@ -274,49 +338,11 @@ proptest! {
             }
             let now = t0 + (per as f64 * fnow) as i64;
             let milli = ((limit as f64 * fcost) as u64).clamp(1, limit) * 1_000;
-            let r = b.refill(&p, now).bucket;
-            let wait = r.book_wait(&p, milli, now);
-            let mut booked = r;
-            booked.book(&p, milli, wait, now);
-            want.extend([
-                r.available(&p, now) as i64,
-                r.wait_for(&p, milli, now) as i64,
-                r.wait_until_full(&p, now) as i64,
-                r.wait_for_next_token(&p, now) as i64,
-                r.full_at(&p),
-                r.tokens as i64,
-                r.stamp,
-                r.prev as i64,
-                wait as i64,
-                r.reserved(&p, now) as i64,
-                booked.tokens as i64,
-                booked.stamp,
-                booked.prev as i64,
-            ]);
-            args.extend([
-                limit.to_string(), per.to_string(), p.code_arg(),
-                b.tokens.to_string(), b.stamp.to_string(), b.prev.to_string(),
-                stored_kind.code().to_string(), now.to_string(), milli.to_string(),
-            ]);
+            let (w, a) = lua_case(&p, &b, now, milli);
+            want.extend(w);
+            args.extend(a);
         }
-        let got = eval_bucket_lua(
-            "local out = {} \
-             for i = 1, #ARGV, 9 do \
-               local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]) \
-               local b = bucket(tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), \
-                 tonumber(ARGV[i + 6])) \
-               local now, milli = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]) \
-               local r = refill(p, b, now) \
-               local wait = book_wait(p, r, milli, now) \
-               local k = bucket(r.tokens, r.stamp, r.prev, r.kind) \
-               book(p, k, milli, wait, now) \
-               for _, x in ipairs({ available(p, r, now), wait_for(p, r, milli, now), \
-                 wait_for(p, r, p.cap, now), wait_for_next_token(p, r, now), full_at(p, r), \
-                 r.tokens, r.stamp, r.prev, wait, reserved(p, r, now), k.tokens, k.stamp, \
-                 k.prev }) do out[#out + 1] = int(x) end \
-             end return out",
-            &args,
-        );
+        let got = eval_bucket_cases(&args);
         prop_assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.chunks(13).zip(want.chunks(13)).enumerate() {
             prop_assert_eq!(g, w, "case {}: {:?}", i, &args[i * 9..i * 9 + 9]);
@@ -1166,49 +1192,11 @@ proptest! {
                 kind: stored_kind,
             };
             let milli = match nowsel { 0 => limit.min(3), 1 => (limit * 3).min(1_000_000_000_000), _ => limit } * 1_000;
-            let r = b.refill(&p, now).bucket;
-            let wait = r.book_wait(&p, milli, now);
-            let mut booked = r;
-            booked.book(&p, milli, wait, now);
-            want.extend([
-                r.available(&p, now) as i64,
-                r.wait_for(&p, milli.min(cap), now) as i64,
-                r.wait_until_full(&p, now) as i64,
-                r.wait_for_next_token(&p, now) as i64,
-                r.full_at(&p),
-                r.tokens as i64,
-                r.stamp,
-                r.prev as i64,
-                wait as i64,
-                r.reserved(&p, now) as i64,
-                booked.tokens as i64,
-                booked.stamp,
-                booked.prev as i64,
-            ]);
-            args.extend([
-                limit.to_string(), per.to_string(), p.code_arg(),
-                b.tokens.to_string(), b.stamp.to_string(), b.prev.to_string(),
-                stored_kind.code().to_string(), now.to_string(), milli.to_string(),
-            ]);
+            let (w, a) = lua_case(&p, &b, now, milli);
+            want.extend(w);
+            args.extend(a);
         }
-        let got = eval_bucket_lua(
-            "local out = {} \
-             for i = 1, #ARGV, 9 do \
-               local p = policy(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]) \
-               local b = bucket(tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), \
-                 tonumber(ARGV[i + 6])) \
-               local now, milli = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]) \
-               local r = refill(p, b, now) \
-               local wait = book_wait(p, r, milli, now) \
-               local k = bucket(r.tokens, r.stamp, r.prev, r.kind) \
-               book(p, k, milli, wait, now) \
-               for _, x in ipairs({ available(p, r, now), wait_for(p, r, math.min(milli, p.cap), now), \
-                 wait_for(p, r, p.cap, now), wait_for_next_token(p, r, now), full_at(p, r), \
-                 r.tokens, r.stamp, r.prev, wait, reserved(p, r, now), k.tokens, k.stamp, \
-                 k.prev }) do out[#out + 1] = int(x) end \
-             end return out",
-            &args,
-        );
+        let got = eval_bucket_cases(&args);
         prop_assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.chunks(13).zip(want.chunks(13)).enumerate() {
             prop_assert_eq!(g, w, "case {}: {:?}", i, &args[i * 9..i * 9 + 9]);
