@@ -940,6 +940,89 @@ fn the_function_is_loaded_again_after_a_flush_and_a_restart() {
     assert!(calls_of(&server, "fcall") > 0);
 }
 
+/// Loads a library named `name` holding one function (an older build's, as the server sees it).
+fn load_library(c: &mut redis::Connection, name: &str) {
+    let code =
+        format!("#!lua name={name}\nredis.register_function('f_{name}', function() return 1 end)");
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(code)
+        .query(c)
+        .unwrap();
+}
+
+/// The libraries on the server, sorted.
+fn libraries(c: &mut redis::Connection) -> Vec<String> {
+    let list: Vec<Vec<redis::Value>> = redis::cmd("FUNCTION").arg("LIST").query(c).unwrap();
+    let mut names: Vec<String> = list
+        .iter()
+        .map(|kv| {
+            let i = kv
+                .iter()
+                .position(|v| {
+                    redis::from_redis_value::<String>(v.clone()).ok().as_deref()
+                        == Some("library_name")
+                })
+                .unwrap();
+            redis::from_redis_value(kv[i + 1].clone()).unwrap()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Three older builds' libraries stay beside this build's (a rolling upgrade never makes two
+/// builds delete each other's); a fourth makes the load delete them all. Libraries that are not
+/// a build's (another name, even one starting `ratelimit_`) are never touched.
+#[test]
+fn older_builds_libraries_are_deleted_past_three() {
+    let old = |i: u32| format!("ratelimit_{i:016x}");
+    let foreign = ["app_lib", "ratelimit_mine"];
+    for (olds, left) in [(3, 3), (4, 0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = OwnServer::start(dir.path(), &[]);
+        let mut c = redis::Client::open(server.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for name in (1..=olds).map(old).chain(foreign.map(String::from)) {
+            load_library(&mut c, &name);
+        }
+        let mut s = store_on(&server, &fresh_prefix());
+        assert_eq!(admitted(&mut s, 3), 3);
+        assert_eq!(calls_of(&server, "function|load"), olds as u64 + 3);
+        let libs = libraries(&mut c);
+        let builds: Vec<&String> = libs.iter().filter(|n| n.len() == 26).collect();
+        assert_eq!(builds.len(), left + 1, "{libs:?}");
+        assert!(
+            foreign.iter().all(|f| libs.iter().any(|n| n == f)),
+            "{libs:?}"
+        );
+    }
+}
+
+/// A build still running whose library was deleted by another's load loads it again on its
+/// next call, which decides as before: the bucket is the same.
+#[test]
+fn a_build_whose_library_was_deleted_loads_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(dir.path(), &[]);
+    let mut c = redis::Client::open(server.url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut s = store_on(&server, &fresh_prefix());
+    assert_eq!(admitted(&mut s, 3), 3);
+    let ours = libraries(&mut c);
+    let _: () = redis::cmd("FUNCTION")
+        .arg("DELETE")
+        .arg(&ours[0])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(admitted(&mut s, 4), 2, "the same bucket: 2 of 5 left");
+    assert_eq!(libraries(&mut c), ours);
+}
+
 /// A user who may call Functions but not load them (`-function`), or may not call them:
 /// decided by the scripts, exactly.
 #[test]

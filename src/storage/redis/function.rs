@@ -48,7 +48,10 @@ pub(super) enum Functions {
 /// The library's source and its function's name, made once per process.
 struct Library {
     code: String,
+    /// The function's name.
     name: String,
+    /// The library's name.
+    library: String,
 }
 
 /// 64-bit FNV-1a: the same version on every host that runs the same code.
@@ -68,11 +71,16 @@ fn library() -> &'static Library {
         );
         let version = format!("{:016x}", fnv1a(&body));
         let name = format!("rl_acquire_{version}");
+        let library = format!("ratelimit_{version}");
         let code = format!(
-            "#!lua name=ratelimit_{version}\n{}",
+            "#!lua name={library}\n{}",
             body.replace("RL_FN_NAME", &name)
         );
-        Library { code, name }
+        Library {
+            code,
+            name,
+            library,
+        }
     })
 }
 
@@ -112,12 +120,76 @@ fn fcall(
                 // Refused (an ACL, a renamed command): no Functions for us.
                 Err(e) if e.code().is_some() => return Ok(None),
                 Err(e) => return Err(e),
-                Ok(_) => {}
+                Ok(_) => prune(c, &lib.library),
             }
             call(c).map(Some)
         }
         Err(e) if no_functions(&e) => Ok(None),
         r => r.map(Some),
+    }
+}
+
+/// How many libraries of other builds a load leaves on the server. Every build loads its own
+/// (see the module's doc), so without a bound a server kept for years collects one per
+/// deploy. Two builds side by side (a rolling upgrade) never delete each other's: the bound is
+/// passed only once older builds' libraries pile up, and a build still running whose library
+/// was deleted loads it again on its next call (one more round trip, once).
+const KEEP_OTHERS: usize = 3;
+
+/// Whether `name` is a library this code names (`ratelimit_` and 16 hex digits): a library of
+/// someone else's, even one called `ratelimit_something`, is never deleted.
+fn ours(name: &str) -> bool {
+    name.strip_prefix("ratelimit_")
+        .is_some_and(|v| v.len() == 16 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// After loading this build's library: deletes the other builds' when there are more than
+/// [`KEEP_OTHERS`]. Best effort: a failure (an ACL refusing `FUNCTION DELETE`, a library
+/// deleted meanwhile by another host) changes nothing for the decision.
+fn prune(c: &mut dyn ConnectionLike, mine: &str) {
+    let Ok(list) = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg("ratelimit_*")
+        .query::<Vec<redis::Value>>(c)
+    else {
+        return;
+    };
+    let others: Vec<String> = list
+        .iter()
+        .filter_map(library_name)
+        .filter(|n| ours(n) && n != mine)
+        .collect();
+    if others.len() <= KEEP_OTHERS {
+        return;
+    }
+    for name in others {
+        let _ = redis::cmd("FUNCTION")
+            .arg("DELETE")
+            .arg(&name)
+            .query::<redis::Value>(c);
+    }
+}
+
+/// `library_name` of one entry of `FUNCTION LIST` (a flat key, value array in RESP2, a map in
+/// RESP3).
+fn library_name(entry: &redis::Value) -> Option<String> {
+    use redis::Value;
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    match entry {
+        Value::Array(kv) => kv
+            .chunks(2)
+            .find(|p| p.first().and_then(text).as_deref() == Some("library_name"))
+            .and_then(|p| p.get(1).and_then(text)),
+        Value::Map(kv) => kv
+            .iter()
+            .find(|(k, _)| text(k).as_deref() == Some("library_name"))
+            .and_then(|(_, v)| text(v)),
+        _ => None,
     }
 }
 
@@ -226,7 +298,10 @@ impl RedisStore {
                 .arg(&lib.code)
                 .query::<String>(c)
             {
-                Ok(_) => Ok(true),
+                Ok(_) => {
+                    prune(c, &lib.library);
+                    Ok(true)
+                }
                 Err(e) if text(&e).contains("already exists") => Ok(true),
                 Err(e) if e.code().is_some() => Ok(false),
                 Err(e) => Err(e),
