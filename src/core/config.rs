@@ -976,6 +976,25 @@ mod tests {
         }
     }
 
+    /// A path that names a directory ("/var/lib/rl/", "/var/lib/rl/.") cannot be the file:
+    /// SQLite opens the file without the slash, but every file named after it
+    /// (`<db_path>.queue`, `.breaker`, `.key`) would be made inside a directory that does not
+    /// exist, so the host's queue and breaker, or the default key, fail on every call.
+    #[test]
+    fn a_path_naming_a_directory_is_refused() {
+        let mut c = Config::defaults();
+        for name in [
+            "ratelimit.db_path",
+            "ratelimit.key_file",
+            "ratelimit.key_file_previous",
+        ] {
+            for bad in ["/", "/var/lib/rl/", "/var/lib/rl/.", "/var/lib/rl/.."] {
+                assert!(c.set(name, bad).is_err(), "{name}={bad:?}");
+            }
+            c.set(name, "/var/lib/rl/.x").unwrap();
+        }
+    }
+
     #[test]
     fn a_value_that_cannot_work_breaks_its_directive_until_mended() {
         let mut c = Config::defaults();
