@@ -49,14 +49,14 @@ const fn directive(
 /// The directives every backend reads.
 pub const SHARED: [Directive; 12] = [
     directive(c"ratelimit.key_file", c"",
-        "an absolute path (or empty for the default)",
+        "an absolute path to a file (or empty for the default)",
         "any",
         "The HMAC key: 32 random bytes or more (`head -c 32 /dev/urandom`), a file of the pool's user readable by it alone (0600 or 0400), outside the web root and apart from the database. Empty: `<db_path>.key`, created 0600 on first use (for development only). Required with `redis`: the same key on every host. Missing, short, weak or not ours: `RateLimit\\Exception`.", |c, v| {
         c.key_file = absolute(v)?;
         Ok(())
     }),
     directive(c"ratelimit.key_file_previous", c"",
-        "an absolute path (or empty for the default)",
+        "an absolute path to a file (or empty for the default)",
         "any",
         "During a key rotation only: the replaced key file. A bucket missing under the new key is moved from its name under this one (SQLite; on Redis clients start afresh once).", |c, v| {
         c.key_file_previous = absolute(v)?;
@@ -208,7 +208,7 @@ impl DryRun {
 /// The directives of the SQLite backend.
 pub const SQLITE: [Directive; 3] = [
     directive(c"ratelimit.db_path", c"",
-        "an absolute path (or empty for the default)",
+        "an absolute path to a file (or empty for the default)",
         "sqlite (redis: the host's file)",
         "The SQLite file every worker of the host shares, on a local file system (never NFS). Empty: `php-ratelimit.sqlite` in `<temp dir>/php-ratelimit-<euid>/` (created 0700). With `redis`: the file of the host's breaker (`<db_path>.breaker`) and of the local fallback.", |c, v| {
         c.sqlite.db_path = absolute(v)?;
@@ -370,13 +370,15 @@ fn short_fingerprint(hex: &str) -> Option<[u8; 8]> {
 
 /// A path every process resolves alike: absolute, or empty for the default. A relative path
 /// would be resolved against each process's working directory, giving processes of one host
-/// different files, and so one limit split in as many.
+/// different files, and so one limit split in as many. It names a file: one ending in `/`,
+/// `/.` or `/..` names a directory, beside which no `<path>.queue`, `.breaker` or `.key` can be.
 fn absolute(v: &str) -> Result<String, Invalid> {
-    if v.is_empty() || v.starts_with('/') {
+    let names_a_directory = v.ends_with('/') || v.ends_with("/.") || v.ends_with("/..");
+    if v.is_empty() || (v.starts_with('/') && !names_a_directory) {
         Ok(v.to_string())
     } else {
         Err(Invalid(
-            "expected an absolute path (or empty for the default)",
+            "expected an absolute path to a file (or empty for the default)",
         ))
     }
 }
@@ -973,6 +975,25 @@ mod tests {
             }
             c.set(name, "/var/lib/rl/x").unwrap();
             c.set(name, "").unwrap();
+        }
+    }
+
+    /// A path that names a directory ("/var/lib/rl/", "/var/lib/rl/.") cannot be the file:
+    /// SQLite opens the file without the slash, but every file named after it
+    /// (`<db_path>.queue`, `.breaker`, `.key`) would be made inside a directory that does not
+    /// exist, so the host's queue and breaker, or the default key, fail on every call.
+    #[test]
+    fn a_path_naming_a_directory_is_refused() {
+        let mut c = Config::defaults();
+        for name in [
+            "ratelimit.db_path",
+            "ratelimit.key_file",
+            "ratelimit.key_file_previous",
+        ] {
+            for bad in ["/", "/var/lib/rl/", "/var/lib/rl/.", "/var/lib/rl/.."] {
+                assert!(c.set(name, bad).is_err(), "{name}={bad:?}");
+            }
+            c.set(name, "/var/lib/rl/.x").unwrap();
         }
     }
 

@@ -13,7 +13,8 @@ pub struct Budget {
 
 /// Opening a file (creating it, its schema, switching it to WAL) has a budget of its own, at
 /// least this long, so that a first start is not a fault: workers racing on a fresh file on a
-/// loaded host all get to decide, each within `busy_timeout_ms` once the file is there.
+/// loaded host all get to decide, each within `busy_timeout_ms` once the file is there. An
+/// opening that stayed busy for all of it is no such race: the next ones get `busy_timeout_ms`.
 pub const OPEN_BUDGET: Duration = Duration::from_secs(1);
 
 impl Budget {

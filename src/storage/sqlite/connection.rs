@@ -45,8 +45,15 @@ impl SqliteStore {
             }
         }
         if self.conn.is_none() {
-            self.budget.arm_for_open();
-            let conn = self.connect()?;
+            if self.open_stayed_busy {
+                self.budget.arm();
+            } else {
+                self.budget.arm_for_open();
+            }
+            let conn = self.connect().inspect_err(|e| {
+                self.open_stayed_busy = e.kind() == ErrorKind::Busy;
+            })?;
+            self.open_stayed_busy = false;
             self.conn = Some(conn);
             self.opened += 1;
             self.checked_at = Instant::now();

@@ -79,6 +79,10 @@ pub struct SqliteStore {
     wal_frames: Arc<AtomicI32>,
     /// Before this time, this process leaves checkpoints to others (see [`Self::checkpoint`]).
     checkpoint_backoff_until: Option<Instant>,
+    /// The last opening stayed busy for its whole budget: what holds it is no race on a fresh
+    /// file (a file truncated under a worker that has it open cannot be switched to WAL while
+    /// that worker lives), so the next openings wait `busy_timeout_ms` only, as any call does.
+    open_stayed_busy: bool,
 }
 
 impl SqliteStore {
@@ -108,6 +112,7 @@ impl SqliteStore {
             queue_retry_at: None,
             wal_frames: Arc::new(AtomicI32::new(0)),
             checkpoint_backoff_until: None,
+            open_stayed_busy: false,
         }
     }
 
