@@ -424,6 +424,8 @@ namespace {
      *   the booked step leaves over (the step itself stays);
      * - fixed_window, sliding_window: the count of the window running now is lowered, never
      *   below 0; a window that has ended with nothing counted since is left alone.
+     * A bucket that forced reservations took past what it can count (a booking at the latest
+     * bookable instant, a window's count at its bound) gets nothing back.
      * A subject with no bucket is left without one (it is full already). A refund never holds
      * more than a full bucket, and a clock that went back earns nothing.
      * The worker's cached denials of the bucket end, and on SQLite those of the host's other

@@ -129,6 +129,7 @@ macro_rules! conformance_suite {
             a_refund_of_a_missing_bucket_leaves_it_missing,
             a_refund_lowers_a_window_and_leaves_an_ended_one_alone,
             a_refund_ends_a_repeated_denial,
+            a_bucket_saturated_by_forced_charges_gets_nothing_back,
             refunds_are_the_cores,
             refunds_racing_admissions_lose_and_mint_nothing,
             a_key_called_with_other_periods_is_the_cores,
@@ -1636,6 +1637,28 @@ pub fn a_refund_ends_a_repeated_denial<B: Backend>(b: &B) {
     assert!(refund(&mut s, &key(1), &a.policy, 1));
     let v = s.acquire(&key(1), &a, 60_000, &mut none()).unwrap().verdict;
     assert_eq!((v.allowed, v.source), (true, Source::Store));
+}
+
+/// Forced charges past what a bucket can count (a debt booked to its latest instant, a
+/// window's count at its bound) are taken uncounted: refunds of such a bucket give nothing,
+/// and the next call is denied, on every policy (`core::bucket::refund`).
+pub fn a_bucket_saturated_by_forced_charges_gets_nothing_back<B: Backend>(b: &B) {
+    use ratelimit::core::bucket::{Kind, MAX_LIMIT};
+    let clock = ManualClock::at(T0);
+    let mut s = b.open(clock.clock());
+    for (n, kind) in Kind::ALL.into_iter().enumerate() {
+        let k = key(20 + n as u8);
+        let p = Policy::new(1, 3_600_000).unwrap().with_kind(kind);
+        let forced = Ask::new(p, MAX_LIMIT, 0).reserving(u64::MAX);
+        for _ in 0..3 {
+            s.acquire(&k, &forced, 60_000, &mut none()).unwrap();
+        }
+        for _ in 0..2 {
+            let given = refund(&mut s, &k, &p, MAX_LIMIT);
+            assert!(!given || kind == Kind::SteppedBucket, "{kind:?}");
+        }
+        assert!(!allowed(&mut s, &k, &Ask::new(p, 1, 0)), "{kind:?}");
+    }
 }
 
 /// Random refunds among random decisions and reservations (time steps forward and back), on

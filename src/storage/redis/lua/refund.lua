@@ -1,7 +1,8 @@
 -- Tokens given back (Store's refund, core::bucket::refund), in one atomic step: the bucket
 -- refilled to now (converted from another policy), then a token bucket filled up to its
 -- capacity, a debt paid by moving its booked instant earlier (rounded down: never minting), a
--- window's current count lowered, never below 0. A missing bucket is left missing; nothing is
+-- window's current count lowered, never below 0; a bucket saturated by forced charges (a debt
+-- at MAX_BOOKED, a window at MAX_USED) gets nothing. A missing bucket is left missing; nothing is
 -- written when nothing was given back.
 -- KEYS[1] the bucket; ARGV: now ('' = the server's TIME), limit, per_ms, cost, policy code
 -- (Policy::code_arg: a stepped bucket's amount after a colon).
@@ -22,7 +23,11 @@ if regressed then
   flags = 4
 end
 local given = false
-if p.kind == TOKEN_BUCKET and b.prev ~= 0 and b.stamp > now then
+if (p.kind == TOKEN_BUCKET and b.prev ~= 0 and b.stamp >= MAX_BOOKED)
+    or ((p.kind == FIXED_WINDOW or p.kind == SLIDING_WINDOW) and b.tokens >= MAX_USED) then
+  -- Saturated by forced charges taken uncounted (core::bucket::refund): nothing given back.
+  given = false
+elseif p.kind == TOKEN_BUCKET and b.prev ~= 0 and b.stamp > now then
   -- A debt (see book): the booked instant moves earlier by the time `milli` take to earn,
   -- rounded down (floor(milli * per / cap), split at whole capacities for muldiv), never before
   -- now nor the latest booking's decision; once paid, what is left is held from there.
