@@ -159,9 +159,10 @@ fn pack_plain(
     let policy = p.kind().code() != 0;
     let dry = ask.dry_run || policy;
     out.clear();
-    resp::header(out, 7 + usize::from(dry) + usize::from(policy));
-    resp::bulk(out, Command::Acquire.name().as_bytes());
-    resp::bulk(out, b"1");
+    // 7 to 9 arguments, the first two always the same.
+    out.extend_from_slice(b"*7\r\n$10\r\nRL.ACQUIRE\r\n$1\r\n1\r\n");
+    out[1] += u8::from(dry) + u8::from(policy);
+    debug_assert_eq!(Command::Acquire.name(), "RL.ACQUIRE");
     // `tagged`'s bucket name: prefix, the group in braces, "b:", the bucket.
     resp::bulk_head(
         out,
@@ -174,10 +175,12 @@ fn pack_plain(
     out.extend_from_slice(b"}b:");
     super::put_hex(out, &key.bucket);
     let name = start..out.len();
-    out.extend_from_slice(b"\r\n");
     match now {
-        None => resp::bulk(out, b""),
-        Some(t) => resp::bulk_number(out, t < 0, t.unsigned_abs()),
+        None => out.extend_from_slice(b"\r\n$0\r\n\r\n"),
+        Some(t) => {
+            out.extend_from_slice(b"\r\n");
+            resp::bulk_number(out, t < 0, t.unsigned_abs());
+        }
     }
     resp::bulk_number(out, false, p.limit());
     resp::bulk_number(out, false, p.per_ms());
