@@ -229,7 +229,7 @@ impl Conn {
     pub fn call<T>(
         &mut self,
         route: Route,
-        f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+        f: impl FnMut(&mut Link) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
         let deadline = self.budget();
         self.call_by(deadline, route, f)
@@ -246,7 +246,7 @@ impl Conn {
         &mut self,
         deadline: Instant,
         route: Route,
-        mut f: impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+        mut f: impl FnMut(&mut Link) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
         self.last_deadline = Some(deadline);
         let timeout = self.timeout;
@@ -261,7 +261,7 @@ impl Conn {
     /// Every key matching `pattern` on every master: SCAN on the server, or on each master of
     /// the cluster (read from CLUSTER SLOTS), each master within a budget of its own.
     pub fn scan(&mut self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let mut scan_one = |c: &mut dyn ConnectionLike| {
+        let mut scan_one = |c: &mut Link| {
             let mut keys = Vec::new();
             let mut cursor: u64 = 0;
             loop {
@@ -439,7 +439,7 @@ impl Node {
         deadline: Instant,
         _timeout: Duration,
         asking: bool,
-        f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+        f: &mut impl FnMut(&mut Link) -> Result<T, RedisError>,
     ) -> Result<T, Fault> {
         let r = self.connected(deadline).and_then(|c| {
             if asking {
@@ -552,7 +552,7 @@ impl Sentinel {
         &mut self,
         deadline: Instant,
         timeout: Duration,
-        f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+        f: &mut impl FnMut(&mut Link) -> Result<T, RedisError>,
     ) -> Result<T, Fault> {
         let due = self.named_at.is_none_or(|at| at.elapsed() >= RECHECK);
         if self.master.is_none() {
@@ -609,7 +609,7 @@ impl Sentinel {
             } else {
                 deadline
             };
-            let mut ask = |c: &mut dyn ConnectionLike| {
+            let mut ask = |c: &mut Link| {
                 redis::cmd("SENTINEL")
                     .arg("GET-MASTER-ADDR-BY-NAME")
                     .arg(&name)
@@ -708,7 +708,7 @@ impl Cluster {
         route: Route,
         deadline: Instant,
         timeout: Duration,
-        f: &mut impl FnMut(&mut dyn ConnectionLike) -> Result<T, RedisError>,
+        f: &mut impl FnMut(&mut Link) -> Result<T, RedisError>,
     ) -> Result<T, Fault> {
         if self.slots.is_empty() || self.stale {
             self.read_slots(deadline, timeout)?;
@@ -779,7 +779,7 @@ impl Cluster {
         let (n, start) = (self.nodes.len(), self.cursor);
         for i in 0..n {
             let at = (start + i) % n;
-            let mut ask = |c: &mut dyn ConnectionLike| redis::cmd("CLUSTER").arg("SLOTS").query(c);
+            let mut ask = |c: &mut Link| redis::cmd("CLUSTER").arg("SLOTS").query(c);
             let share = if i + 1 < n {
                 Instant::now() + left(deadline)? / 2
             } else {
@@ -1047,7 +1047,7 @@ mod tests {
             .map(str::to_string)
             .collect();
         let mut c = Conn::new(Target::parse("", &seeds).unwrap(), Duration::from_secs(2));
-        let get = |c: &mut dyn ConnectionLike| {
+        let get = |c: &mut Link| {
             redis::cmd("GET")
                 .arg("rl-moved-test")
                 .query::<Option<String>>(c)
@@ -1140,7 +1140,7 @@ mod budget_tests {
         c
     }
 
-    fn ping(c: &mut dyn ConnectionLike) -> Result<String, RedisError> {
+    fn ping(c: &mut Link) -> Result<String, RedisError> {
         redis::cmd("PING").query(c)
     }
 

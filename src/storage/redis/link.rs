@@ -328,6 +328,23 @@ impl Link {
             }
         }
     }
+
+    /// Sends a packed command and reads its reply, offered first to `take` as its bytes (see
+    /// `Reader::read_with`): `Ok` what `take` made of them, else `Err` the reply as
+    /// [`ConnectionLike::req_packed_command`] gives it.
+    pub fn request_with<T>(
+        &mut self,
+        cmd: &[u8],
+        mut take: impl FnMut(&[u8]) -> Option<(T, usize)>,
+    ) -> RedisResult<Result<T, Value>> {
+        self.send(cmd)?;
+        loop {
+            match self.reader.read_with(&mut self.stream, &mut take)? {
+                Err(Value::Push { .. }) => continue,
+                r => return Ok(r),
+            }
+        }
+    }
 }
 
 impl ConnectionLike for Link {

@@ -112,6 +112,8 @@ pub struct RedisStore {
     path: Path,
     /// Whether a plain acquire on the scripts' path goes by the Function (see `function.rs`).
     functions: function::Functions,
+    /// The last plain acquire's command (see `module.rs`): one buffer for every call.
+    packed: Vec<u8>,
 }
 
 /// Lowercase hex, into one string allocated once (this runs several times per decision).
@@ -124,14 +126,28 @@ fn hex(bytes: &[u8]) -> String {
 /// Appends `bytes` in lower-case hex, 32 at a time through a buffer on the stack (a `char`
 /// pushed at a time was a tenth of a decision's client instructions, callgrind, issue 24).
 fn push_hex(out: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for chunk in bytes.chunks(32) {
         let mut buf = [0u8; 64];
-        for (pair, b) in buf.chunks_exact_mut(2).zip(chunk) {
-            pair[0] = DIGITS[usize::from(b >> 4)];
-            pair[1] = DIGITS[usize::from(b & 15)];
-        }
+        hex_into(&mut buf, chunk);
         out.push_str(std::str::from_utf8(&buf[..2 * chunk.len()]).expect("hex digits are ASCII"));
+    }
+}
+
+/// [`push_hex`] onto bytes (a packed command).
+fn put_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    for chunk in bytes.chunks(32) {
+        let mut buf = [0u8; 64];
+        hex_into(&mut buf, chunk);
+        out.extend_from_slice(&buf[..2 * chunk.len()]);
+    }
+}
+
+/// `bytes` (at most 32) in lower-case hex at the start of `buf`.
+fn hex_into(buf: &mut [u8; 64], bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in buf.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
     }
 }
 
@@ -217,6 +233,43 @@ fn field<T: TryFrom<i64> + redis::FromRedisValue>(
     }
 }
 
+impl AcquireReply {
+    /// The usual reply read straight from the start of `bytes`, and its length: ten fields,
+    /// the lease empty, each number in its field's range (`field`'s fast case). None for
+    /// anything else, or bytes that end before it does; what it declines is read as a `Value`
+    /// by [`redis::FromRedisValue`], to the same result.
+    fn from_resp(bytes: &[u8]) -> Option<(Self, usize)> {
+        let mut b = bytes.strip_prefix(b"*10\r\n")?;
+        let small = |v: i64| u8::try_from(v).ok();
+        let count = |v: i64| u64::try_from(v).ok();
+        let code = small(resp::integer(&mut b)?)?;
+        let remaining = count(resp::integer(&mut b)?)?;
+        let retry_after_ms = count(resp::integer(&mut b)?)?;
+        let reset_after_ms = count(resp::integer(&mut b)?)?;
+        let next_token_ms = count(resp::integer(&mut b)?)?;
+        let flags = small(resp::integer(&mut b)?)?;
+        resp::empty(&mut b)?;
+        let expired = count(resp::integer(&mut b)?)?;
+        let wait_ms = count(resp::integer(&mut b)?)?;
+        let reserved = count(resp::integer(&mut b)?)?;
+        let reply = Self {
+            head: (
+                code,
+                remaining,
+                retry_after_ms,
+                reset_after_ms,
+                next_token_ms,
+                flags,
+                String::new(),
+                expired,
+            ),
+            wait_ms,
+            reserved,
+        };
+        Some((reply, bytes.len() - b.len()))
+    }
+}
+
 impl redis::FromRedisValue for AcquireReply {
     fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
         let redis::Value::Array(mut items) = v else {
@@ -285,6 +338,7 @@ impl RedisStore {
             log,
             path: Path::Unknown,
             functions: function::Functions::Try,
+            packed: Vec::new(),
         }
     }
 
@@ -569,18 +623,28 @@ fn request_args(ask: &Ask) -> [String; 3] {
     }
 }
 
-impl Store for RedisStore {
-    fn acquire(
+impl RedisStore {
+    /// RL.ACQUIRE, or acquire.lua, with every argument as a string (see `module::step`).
+    fn acquire_step(
         &mut self,
         key: &BucketKey,
         ask: &Ask,
         lease_ttl_ms: u64,
-        carry: &mut Counters,
-    ) -> Result<Acquired, StoreError> {
-        if let Some(lean) = self.lean_acquire(key, ask, carry)? {
-            return Ok(lean);
-        }
+        deadline: std::time::Instant,
+    ) -> Result<AcquireReply, StoreError> {
         let lease_id = super::lease_id_for(ask)?;
+        let (keys, args) = self.acquire_args(key, ask, lease_ttl_ms, lease_id);
+        self.step_by(Command::Acquire, &scripts().acquire, &keys, &args, deadline)
+    }
+
+    /// acquire.lua's keys and arguments after `now` (RL.ACQUIRE's full form).
+    fn acquire_args(
+        &self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        lease_id: Option<LeaseId>,
+    ) -> ([String; 3], Vec<String>) {
         let keys = [
             self.bucket_key(key),
             self.leases_key(key),
@@ -609,7 +673,27 @@ impl Store for RedisStore {
                 ms => ms.to_string(),
             });
         }
-        let reply: AcquireReply = self.step(Command::Acquire, &scripts().acquire, &keys, &args)?;
+        (keys, args)
+    }
+}
+
+impl Store for RedisStore {
+    fn acquire(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        carry: &mut Counters,
+    ) -> Result<Acquired, StoreError> {
+        if let Some(lean) = self.lean_acquire(key, ask, carry)? {
+            return Ok(lean);
+        }
+        // One budget for the whole call (see `step`).
+        let deadline = self.conn.budget();
+        let reply = match self.plain_native(key, ask, deadline)? {
+            Some(reply) => reply,
+            None => self.acquire_step(key, ask, lease_ttl_ms, deadline)?,
+        };
         let (code, remaining, retry_after_ms, reset_after_ms, next_token_ms, flags, lease, expired) =
             reply.head;
         let fields = [

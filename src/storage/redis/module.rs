@@ -12,9 +12,13 @@
 //! the call is made again with the script.
 
 use super::conn::Route;
-use super::RedisStore;
+use super::{resp, RedisStore};
+use crate::core::bucket::Kind;
+use crate::core::decision::Ask;
+use crate::core::subject::BucketKey;
 use crate::storage::{ErrorKind, StoreError};
 use redis::Script;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 
@@ -123,6 +127,83 @@ fn short_form<'a>(
     }
 }
 
+/// Writes into `out` the native command of a step (see [`RedisStore::step`]):
+/// `NAME numkeys keys.. now args..` in [`short_form`].
+fn pack_command(out: &mut Vec<u8>, command: Command, keys: &[String], now: &str, args: &[String]) {
+    let (keys, args) = short_form(command, keys, args);
+    let numkeys = keys.len().to_string();
+    resp::pack(
+        out,
+        3 + keys.len() + args.len(),
+        [command.name().as_bytes(), numkeys.as_bytes()]
+            .into_iter()
+            .chain(keys.iter().map(|k| k.as_bytes()))
+            .chain([now.as_bytes()])
+            .chain(args.iter().map(|a| a.as_bytes())),
+    );
+}
+
+/// Writes into `out` (cleared first) the command [`short_form`] makes of a plain acquire, as
+/// `resp::pack` writes it (tested to the byte): `RL.ACQUIRE 1 bucket now limit per_ms cost
+/// [dry_run [policy]]`, each number written from its value (`now`: the host's clock, None for
+/// the server's, an empty argument). Returns where the bucket's name lies in `out`.
+fn pack_plain(
+    out: &mut Vec<u8>,
+    prefix: &str,
+    key: &BucketKey,
+    now: Option<i64>,
+    ask: &Ask,
+) -> Range<usize> {
+    let p = &ask.policy;
+    // The policy's code is "0" for a token bucket only (`Policy::code_arg`).
+    let policy = p.kind().code() != 0;
+    let dry = ask.dry_run || policy;
+    out.clear();
+    // 7 to 9 arguments, the first two always the same.
+    out.extend_from_slice(b"*7\r\n$10\r\nRL.ACQUIRE\r\n$1\r\n1\r\n");
+    out[1] += u8::from(dry) + u8::from(policy);
+    debug_assert_eq!(Command::Acquire.name(), "RL.ACQUIRE");
+    // `tagged`'s bucket name: prefix, the group in braces, "b:", the bucket.
+    resp::bulk_head(
+        out,
+        prefix.len() + 2 + 2 * key.group.len() + 2 + 2 * key.bucket.len(),
+    );
+    let start = out.len();
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b'{');
+    super::put_hex(out, &key.group);
+    out.extend_from_slice(b"}b:");
+    super::put_hex(out, &key.bucket);
+    let name = start..out.len();
+    match now {
+        None => out.extend_from_slice(b"\r\n$0\r\n\r\n"),
+        Some(t) => {
+            out.extend_from_slice(b"\r\n");
+            resp::bulk_number(out, t < 0, t.unsigned_abs());
+        }
+    }
+    resp::bulk_number(out, false, p.limit());
+    resp::bulk_number(out, false, p.per_ms());
+    resp::bulk_number(out, false, ask.cost);
+    if dry {
+        resp::bulk_number(out, false, u64::from(ask.dry_run));
+    }
+    if policy {
+        let code = u64::from(p.kind().code());
+        match p.kind() {
+            Kind::SteppedBucket => {
+                // "3:<amount>"
+                let mut text = Vec::with_capacity(24);
+                text.extend_from_slice(b"3:");
+                resp::decimal(&mut text, p.amount());
+                resp::bulk(out, &text);
+            }
+            _ => resp::bulk_number(out, false, code),
+        }
+    }
+    name
+}
+
 impl RedisStore {
     /// Asks the server that serves `key` whether it has every native command; an ACL that
     /// forbids asking counts as no.
@@ -169,26 +250,26 @@ impl RedisStore {
         keys: &[String],
         args: &[String],
     ) -> Result<T, StoreError> {
-        let key = keys.first().map_or("", String::as_str);
         // One budget for the whole call: the question (first call of a connection), the
         // command, and the script after a command the server turned out not to know.
         let deadline = self.conn.budget();
+        self.step_by(command, script, keys, args, deadline)
+    }
+
+    /// [`Self::step`] by `deadline`.
+    pub(super) fn step_by<T: redis::FromRedisValue>(
+        &mut self,
+        command: Command,
+        script: &'static Script,
+        keys: &[String],
+        args: &[String],
+        deadline: Instant,
+    ) -> Result<T, StoreError> {
+        let key = keys.first().map_or("", String::as_str);
         self.detected_by(key, deadline)?;
         if self.path == Path::Module {
-            let now = self.now_arg();
-            let (keys, args) = short_form(command, keys, args);
-            // `NAME numkeys keys.. now args..`, packed by hand (see `resp::pack`).
-            let numkeys = keys.len().to_string();
             let mut packed = Vec::with_capacity(256);
-            super::resp::pack(
-                &mut packed,
-                3 + keys.len() + args.len(),
-                [command.name().as_bytes(), numkeys.as_bytes()]
-                    .into_iter()
-                    .chain(keys.iter().map(|k| k.as_bytes()))
-                    .chain([now.as_bytes()])
-                    .chain(args.iter().map(|a| a.as_bytes())),
-            );
+            pack_command(&mut packed, command, keys, &self.now_arg(), args);
             let r = self.conn.call_by(deadline, Route::Key(key), |c| {
                 super::resp::query(c, &packed)
             });
@@ -212,6 +293,61 @@ impl RedisStore {
             self.path = Path::Unknown;
         }
         r
+    }
+
+    /// A plain acquire (no slot, no request id, no reservation: the common call) by RL.ACQUIRE's
+    /// short form, packed straight from its numbers into the store's buffer and its reply read
+    /// straight from its bytes (see `AcquireReply::from_resp`): the same command and the same
+    /// result as [`Self::step`] of the strings, without making them. None when the call is not
+    /// one, or the server not known to have the commands (then `step` asks, and decides), or
+    /// when it turns out not to know them (then the script decides, by the same `deadline`).
+    pub(super) fn plain_native(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        deadline: Instant,
+    ) -> Result<Option<super::AcquireReply>, StoreError> {
+        if self.path != Path::Module
+            || ask.max_inflight > 0
+            || ask.request.is_some()
+            || ask.max_wait_ms.is_some()
+        {
+            return Ok(None);
+        }
+        let now = match &self.time {
+            super::Time::Server => None,
+            super::Time::Host(c) => Some(c()),
+        };
+        let name = pack_plain(&mut self.packed, &self.prefix, key, now, ask);
+        let packed = &self.packed;
+        // The bucket's name routes a cluster's call (a single server's take no route). It is
+        // text: the prefix (a string) and hex.
+        let route = match self.conn.tells_nodes() {
+            true => std::str::from_utf8(&packed[name]).unwrap_or_default(),
+            false => "",
+        };
+        let r = self.conn.call_by(deadline, Route::Key(route), |c| {
+            match c.request_with(packed, super::AcquireReply::from_resp)? {
+                Ok(reply) => Ok(reply),
+                // An error reply is the call's error, anything else read as the crate reads it
+                // (`resp::query`).
+                Err(v) => Ok(redis::from_redis_value(v.extract_error()?)?),
+            }
+        });
+        match r {
+            Ok(reply) => Ok(Some(reply)),
+            Err(e) if unknown_command(&e) => {
+                self.path = Path::Script;
+                note(Path::Script);
+                Ok(None)
+            }
+            Err(e) => {
+                if may_have_changed(&e) {
+                    self.path = Path::Unknown;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// `RL.RESET` where the server has it, else `DEL` of the same keys.
@@ -320,6 +456,161 @@ mod tests {
             }
         });
         port
+    }
+
+    fn store(prefix: &str, host_clock: Option<i64>) -> RedisStore {
+        let settings = RedisSettings {
+            target: Target::parse("redis://127.0.0.1:1/0", &[]).unwrap(),
+            prefix: prefix.into(),
+            timeout_ms: 500,
+            flush_ms: 0,
+        };
+        let clock = host_clock.map(|t| -> crate::storage::Clock { std::sync::Arc::new(move || t) });
+        RedisStore::new(settings, clock, system_clock(), OpsLog::none())
+    }
+
+    /// A plain acquire packed from its numbers is, to the byte, the command the general path
+    /// packs from its strings, for every policy, dry run or not, on either clock.
+    #[test]
+    fn a_plain_acquire_is_packed_as_the_general_path_packs_it() {
+        use super::super::resp;
+        use super::{pack_command, pack_plain, Command};
+        use crate::core::bucket::Kind;
+        let key = BucketKey {
+            bucket: [0xa5; 16],
+            group: std::array::from_fn(|i| i as u8 * 17),
+            previous: None,
+        };
+        let policies = [
+            Policy::new(10, 60_000).unwrap(),
+            Policy::new(1_000_000_000, 1).unwrap(),
+            Policy::new(7, 1_000).unwrap().with_kind(Kind::FixedWindow),
+            Policy::new(7, 1_000)
+                .unwrap()
+                .with_kind(Kind::SlidingWindow),
+            Policy::new(100, 60_000)
+                .unwrap()
+                .with_kind(Kind::SteppedBucket)
+                .with_amount(25)
+                .unwrap(),
+        ];
+        let mut packed = vec![b'x'; 7];
+        for (prefix, now) in [
+            ("rl:", None),
+            ("", Some(1_700_000_000_123)),
+            ("a:b:", Some(-5)),
+        ] {
+            let s = store(prefix, now);
+            for p in policies {
+                for (cost, dry) in [(1, false), (3, true), (0, false), (u64::MAX, true)] {
+                    let mut ask = Ask::new(p, cost, 0);
+                    ask.dry_run = dry;
+                    let (keys, args) = s.acquire_args(&key, &ask, 30_000, None);
+                    let mut expected = Vec::new();
+                    pack_command(&mut expected, Command::Acquire, &keys, &s.now_arg(), &args);
+                    let name = pack_plain(&mut packed, prefix, &key, now, &ask);
+                    assert_eq!(
+                        String::from_utf8_lossy(&packed),
+                        String::from_utf8_lossy(&expected)
+                    );
+                    assert_eq!(&packed[name], keys[0].as_bytes());
+                    // The short form indeed (one key).
+                    assert!(expected.starts_with(b"*"));
+                    let mut one = Vec::new();
+                    resp::bulk(&mut one, b"1");
+                    assert!(packed.windows(one.len()).any(|w| w == one));
+                }
+            }
+        }
+    }
+
+    /// The usual reply read from its bytes is what the crate's reading of the same bytes makes
+    /// of it; what it declines (another shape, a lease, a number out of its field's range, an
+    /// error, bytes that stop short) is left to that reading.
+    #[test]
+    fn a_decision_reply_read_from_its_bytes_is_what_its_value_gives() {
+        use super::super::AcquireReply;
+        use redis::FromRedisValue;
+        let ten = |f: [&str; 9], lease: &str| {
+            let mut out = String::from("*10\r\n");
+            for (i, n) in f.iter().enumerate() {
+                if i == 6 {
+                    out.push_str(&format!("${}\r\n{lease}\r\n", lease.len()));
+                }
+                out.push_str(&format!(":{n}\r\n"));
+            }
+            out
+        };
+        let usual = ten(["0", "9000", "0", "6000", "6000", "4", "0", "0", "0"], "");
+        let mut replies = vec![
+            usual.clone(),
+            ten(
+                ["1", "0", "1500", "60000", "1500", "1", "2", "700", "12"],
+                "",
+            ),
+            ten(
+                [
+                    "255",
+                    "999999999999999999",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                ],
+                "",
+            ),
+            ten(["256", "9", "0", "0", "0", "0", "0", "0", "0"], ""),
+            ten(["0", "-1", "0", "0", "0", "0", "0", "0", "0"], ""),
+            ten(["0", "9", "0", "0", "0", "0", "0", "0", "-3"], ""),
+            ten(
+                [
+                    "0",
+                    "9",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                    "1000000000000000000",
+                ],
+                "",
+            ),
+            ten(
+                ["0", "9", "0", "0", "0", "0", "0", "0", "0"],
+                "0123456789abcdef0123456789abcdef",
+            ),
+            "*8\r\n:0\r\n:9\r\n:0\r\n:3\r\n:4\r\n:1\r\n$0\r\n\r\n:0\r\n".into(),
+            "-ERR unknown command 'RL.ACQUIRE'\r\n".into(),
+            "*10\r\n:0\r\n$1\r\n9\r\n:0\r\n:0\r\n:0\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n".into(),
+        ];
+        // Cut anywhere: none is read before it is whole.
+        replies.extend((1..usual.len()).map(|n| usual[..n].to_string()));
+        let mut fast = 0;
+        for text in &replies {
+            let bytes = text.as_bytes();
+            let Some((r, len)) = AcquireReply::from_resp(bytes) else {
+                continue;
+            };
+            fast += 1;
+            assert_eq!(len, bytes.len(), "{text:?}");
+            let v = redis::parse_redis_value(bytes).unwrap();
+            let slow = AcquireReply::from_redis_value(v).unwrap();
+            assert_eq!(
+                (r.head, r.wait_ms, r.reserved),
+                (slow.head, slow.wait_ms, slow.reserved),
+                "{text:?}"
+            );
+            // What follows the reply is the next one's.
+            let mut two = bytes.to_vec();
+            two.extend(b":1\r\n");
+            assert_eq!(AcquireReply::from_resp(&two).map(|(_, n)| n), Some(len));
+        }
+        // The three usual ones (the largest numbers in range among them), whole.
+        assert_eq!(fast, 3);
     }
 
     /// The question and the decision share the call's budget: a server slow to answer both
