@@ -1100,3 +1100,114 @@ proptest! {
         compare(&start, &ops);
     }
 }
+
+/// One command to a server of a test's own by its `unix://` url: its reply, or its error as text.
+fn own_cmd(url: &str, args: &[&str]) -> Result<redis::Value, String> {
+    let mut c = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| format!("no connection: {e}"))?;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut c).map_err(|e| e.to_string())
+}
+
+/// A `numkeys` so large that `2 + numkeys` does not fit a usize (red team): the server crashed
+/// (a panic outside the module's guard aborts redis-server: "attempt to add with overflow" in a
+/// debug build, "mid > len" in a release one), taking every tenant's data with it.
+#[test]
+fn a_numkeys_past_any_argument_count_is_a_wrong_arity_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = OwnServer::start(dir.path(), &["--loadmodule", &module_so()]);
+    for numkeys in [
+        "18446744073709551615",
+        "18446744073709551614",
+        "9223372036854775807",
+    ] {
+        for command in [
+            "RL.ACQUIRE",
+            "RL.ACQUIRE_ALL",
+            "RL.PEEK",
+            "RL.RELEASE",
+            "RL.RESET",
+            "RL.REFUND",
+        ] {
+            let e = own_cmd(&own.url, &[command, numkeys, "k", "", "10", "1000", "1"]).unwrap_err();
+            assert!(
+                e.contains("wrong number of arguments"),
+                "{command} {numkeys}: {e}"
+            );
+            assert_eq!(
+                own_cmd(&own.url, &["PING"]),
+                Ok(redis::Value::SimpleString("PONG".into())),
+                "the server after {command} {numkeys}"
+            );
+        }
+    }
+}
+
+/// A cost whose milli-tokens do not fit 64 bits (red team): a release build of the module
+/// wrapped `cost * 1000` around to a few milli-tokens, or none (2^63), and admitted the call on
+/// a bucket of 10, where the scripts deny it; a debug build panicked ("internal error"). A cost
+/// past the largest limit is refused as out of bounds, whatever the build.
+#[test]
+fn a_cost_past_the_largest_limit_is_refused_not_wrapped_into_an_admission() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = OwnServer::start(dir.path(), &["--loadmodule", &module_so()]);
+    for cost in [
+        "9223372036854775808",
+        "18446744073709552",
+        "18446744073709551615",
+        "1000000000001",
+    ] {
+        let short = ["RL.ACQUIRE", "1", "{t}b", "", "10", "1000", cost];
+        let full = [
+            "RL.ACQUIRE",
+            "3",
+            "{t}b",
+            "{t}l",
+            "{t}q",
+            "",
+            "10",
+            "1000",
+            cost,
+            "0",
+            "0",
+            "",
+            "0",
+            "0",
+            "",
+            "",
+            "0",
+            "0",
+        ];
+        let all = [
+            "RL.ACQUIRE_ALL",
+            "3",
+            "{t}b",
+            "{t}l",
+            "{t}q",
+            "",
+            "1",
+            "0",
+            "",
+            "0",
+            "",
+            "0",
+            "",
+            "0",
+            "10",
+            "1000",
+            cost,
+            "0",
+            "0",
+        ];
+        for args in [&short[..], &full[..], &all[..]] {
+            let _ = own_cmd(&own.url, &["DEL", "{t}b", "{t}l", "{t}q"]);
+            let r = own_cmd(&own.url, args);
+            let e = r.as_ref().expect_err(&format!("{args:?}: {r:?}"));
+            assert!(e.contains("out of bounds"), "{args:?}: {e}");
+        }
+    }
+}
