@@ -65,7 +65,9 @@ fn guarded(
     let numkeys = args
         .get(1)
         .and_then(|a| num::<usize>(a).ok())
-        .filter(|&n| n >= 1 && args.len() >= 2 + n);
+        // `2 + n` would overflow for a numkeys near 2^64 (a panic here, outside the guard
+        // below, aborts redis-server).
+        .filter(|&n| n >= 1 && n <= args.len().saturating_sub(2));
     let Some(n) = numkeys else {
         return Err(RedisError::WrongArity);
     };
@@ -95,6 +97,17 @@ fn num<T: std::str::FromStr + TryFrom<u64>>(a: &RedisString) -> Result<T, RedisE
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| fail("a numeric argument is not a number"))
+}
+
+/// A call's cost in tokens, at most the largest limit (as every client sends it): its
+/// milli-tokens must fit 64 bits, or `cost * 1000` wraps in a release build into a few, and
+/// the call is admitted where the scripts (in doubles) deny it.
+fn cost(a: &RedisString) -> Result<u64, RedisError> {
+    let c: u64 = num(a)?;
+    if c > ratelimit::core::bucket::MAX_LIMIT {
+        return Err(fail("a cost out of bounds"));
+    }
+    Ok(c)
 }
 
 fn arg<'a>(args: Args<'a>, i: usize) -> Result<&'a RedisString, RedisError> {
@@ -587,7 +600,7 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let now = now_of(arg(a, 0)?)?;
         let kind = a.get(if full { 12 } else { 5 });
         let p = policy(arg(a, 1)?, arg(a, 2)?, kind)?;
-        let cost: u64 = num(arg(a, 3)?)?;
+        let cost = cost(arg(a, 3)?)?;
         if !full {
             let dry = a.get(4).is_some_and(|d| d.as_slice() == b"1");
             return plain_acquire(ctx, bk, p, cost, dry, now);
@@ -690,7 +703,7 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             let p = policy(arg(a, o)?, arg(a, o + 1)?, Some(arg(a, o + 4)?))?;
             asks.push(Ask {
                 policy: p,
-                cost: num(arg(a, o + 2)?)?,
+                cost: cost(arg(a, o + 2)?)?,
                 max_inflight: if k == 0 { max_inflight } else { 0 },
                 dry_run: arg(a, o + 3)?.as_slice() == b"1",
                 request: None,
