@@ -613,6 +613,37 @@ mod tests {
         assert_eq!(fast, 3);
     }
 
+    /// A reply field out of its range is no reply (red team): the crate converts an integer to
+    /// a u8 with `as`, so a reason of 256 or -256 read as 0 (admitted), a flags field of 257 as
+    /// 1 (a shadow scope's denial: admitted), and a remaining of -9 as 2^64 - 9.
+    #[test]
+    fn a_decision_reply_with_a_field_out_of_its_range_is_refused() {
+        use super::super::AcquireReply;
+        use redis::FromRedisValue;
+        let reply = |f: [&str; 9]| {
+            let mut out = String::from("*10\r\n");
+            for (i, n) in f.iter().enumerate() {
+                if i == 6 {
+                    out.push_str("$0\r\n\r\n");
+                }
+                out.push_str(&format!(":{n}\r\n"));
+            }
+            out
+        };
+        for f in [
+            ["256", "9", "0", "0", "0", "0", "0", "0", "0"],
+            ["-256", "9", "0", "0", "0", "0", "0", "0", "0"],
+            ["1", "0", "100", "100", "100", "257", "0", "0", "0"],
+            ["0", "-9", "0", "0", "0", "0", "0", "0", "0"],
+            ["0", "9", "0", "0", "0", "0", "0", "0", "-1"],
+        ] {
+            let bytes = reply(f);
+            assert!(AcquireReply::from_resp(bytes.as_bytes()).is_none(), "{f:?}");
+            let v = redis::parse_redis_value(bytes.as_bytes()).unwrap();
+            assert!(AcquireReply::from_redis_value(v).is_err(), "{f:?}");
+        }
+    }
+
     /// The question and the decision share the call's budget: a server slow to answer both
     /// (each in 60% of the budget) fails the connection's first decision by its deadline, never
     /// decides after it.
