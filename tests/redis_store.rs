@@ -684,10 +684,7 @@ fn a_server_that_evicts_keys_is_refused_unless_the_operator_accepts_it() {
             .allowed
     );
     // Set right at run time: the next connection finds it.
-    let mut admin = redis::Client::open(server.url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut admin = server.admin();
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "maxmemory-policy", "noeviction"])
         .query(&mut admin)
@@ -865,10 +862,7 @@ fn admitted(s: &mut RedisStore, calls: usize) -> usize {
 
 /// Calls of the server's `command` so far (INFO commandstats), 0 before the first.
 fn calls_of(server: &OwnServer, command: &str) -> u64 {
-    let mut c = redis::Client::open(server.url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut c = server.admin();
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut c)
@@ -917,10 +911,7 @@ fn the_function_is_loaded_again_after_a_flush_and_a_restart() {
     let server = OwnServer::start(dir.path(), &[]);
     let mut s = store_on(&server, &fresh_prefix());
     assert_eq!(admitted(&mut s, 3), 3);
-    let mut c = redis::Client::open(server.url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut c = server.admin();
     let _: () = redis::cmd("FUNCTION").arg("FLUSH").query(&mut c).unwrap();
     assert_eq!(admitted(&mut s, 4), 2, "the same bucket: 2 of 5 left");
     drop(server);
@@ -981,10 +972,7 @@ fn older_builds_libraries_are_deleted_past_three() {
     for (olds, left) in [(3, 3), (4, 0)] {
         let dir = tempfile::tempdir().unwrap();
         let server = OwnServer::start(dir.path(), &[]);
-        let mut c = redis::Client::open(server.url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
+        let mut c = server.admin();
         for name in (1..=olds).map(old).chain(foreign.map(String::from)) {
             load_library(&mut c, &name);
         }
@@ -1007,10 +995,7 @@ fn older_builds_libraries_are_deleted_past_three() {
 fn a_build_whose_library_was_deleted_loads_it_again() {
     let dir = tempfile::tempdir().unwrap();
     let server = OwnServer::start(dir.path(), &[]);
-    let mut c = redis::Client::open(server.url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut c = server.admin();
     let mut s = store_on(&server, &fresh_prefix());
     assert_eq!(admitted(&mut s, 3), 3);
     let ours = libraries(&mut c);
@@ -1030,10 +1015,7 @@ fn a_user_without_functions_is_decided_by_the_scripts() {
     for refused in ["-function", "-fcall"] {
         let dir = tempfile::tempdir().unwrap();
         let server = OwnServer::start(dir.path(), &[]);
-        let mut c = redis::Client::open(server.url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
+        let mut c = server.admin();
         let _: () = redis::cmd("ACL")
             .arg(&["SETUSER", "u", "on", ">pw", "~*", "+@all", refused])
             .query(&mut c)
@@ -1200,10 +1182,7 @@ fn hex(b: &[u8]) -> String {
 fn functions_refused_are_tried_again_after_a_reconnect() {
     let dir = tempfile::tempdir().unwrap();
     let user = |server: &OwnServer, refused: &str| {
-        let mut c = redis::Client::open(server.url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
+        let mut c = server.admin();
         let _: () = redis::cmd("ACL")
             .arg(&["SETUSER", "u", "on", ">pw", "~*", "+@all", refused])
             .query(&mut c)

@@ -79,6 +79,14 @@ impl OwnServer {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// A plain connection of the test's own, to look and to tamper.
+    pub fn admin(&self) -> redis::Connection {
+        redis::Client::open(self.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
 }
 
 impl Drop for OwnServer {

@@ -23,16 +23,16 @@
 //! Functions and the module share every bucket (tests/redis_module.rs mixes the three).
 
 use super::conn::Route;
+use super::link::Link;
 use super::module::Path;
-use super::RedisStore;
+use super::{field, resp, RedisStore};
 use crate::core::bucket::{Bucket, MILLI};
 use crate::core::counters::Counters;
 use crate::core::decision::{self, Ask, Reason, Source, Verdict};
 use crate::core::subject::BucketKey;
 use crate::storage::{Acquired, ErrorKind, StoreError};
 use redis::{ConnectionLike, RedisError};
-use std::sync::OnceLock;
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
 
 /// Whether this store calls the Function.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -84,31 +84,121 @@ fn library() -> &'static Library {
     })
 }
 
-/// The function's reply: reason, milli-tokens, stamp, previous window, now, flags.
-type LeanReply = (u8, u64, i64, u64, i64, u8);
+/// The function's reply: the state the decision left (see lean.lua).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct LeanReply {
+    /// 0 admitted, 1 denied by the rate.
+    code: u8,
+    /// Milli-tokens.
+    tokens: u64,
+    stamp: i64,
+    /// The previous window's milli-tokens.
+    prev: u64,
+    /// The server's clock the decision was made at.
+    now: i64,
+    /// 1 a dry run's denial, 4 the clock went back.
+    flags: u8,
+}
+
+impl LeanReply {
+    /// The reply read straight from the start of `bytes`, and its length: six integers, each
+    /// in its field's range. None for anything else, or bytes that end before it does; what it
+    /// declines is read as a `Value` by [`redis::FromRedisValue`], to the same result.
+    fn from_resp(bytes: &[u8]) -> Option<(Self, usize)> {
+        let mut b = bytes.strip_prefix(b"*6\r\n")?;
+        let code = u8::try_from(resp::integer(&mut b)?).ok()?;
+        let tokens = u64::try_from(resp::integer(&mut b)?).ok()?;
+        let stamp = resp::integer(&mut b)?;
+        let prev = u64::try_from(resp::integer(&mut b)?).ok()?;
+        let now = resp::integer(&mut b)?;
+        let flags = u8::try_from(resp::integer(&mut b)?).ok()?;
+        let reply = Self {
+            code,
+            tokens,
+            stamp,
+            prev,
+            now,
+            flags,
+        };
+        Some((reply, bytes.len() - b.len()))
+    }
+}
+
+impl redis::FromRedisValue for LeanReply {
+    /// Every field an integer in its range (`field`): a reply out of range is no reply, never
+    /// a wrapped number.
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        let redis::Value::Array(items) = v else {
+            return Err("the Function's reply is not an array".into());
+        };
+        if items.len() != 6 {
+            return Err("the Function's reply of an unexpected length".into());
+        }
+        let mut it = items.into_iter();
+        let mut f = || it.next().unwrap_or_default();
+        Ok(Self {
+            code: field(f())?,
+            tokens: field(f())?,
+            stamp: field(f())?,
+            prev: field(f())?,
+            now: field(f())?,
+            flags: field(f())?,
+        })
+    }
+}
+
+/// Writes into `out` (cleared first) the FCALL of a plain acquire, as `resp::pack` writes it
+/// (tested to the byte): `FCALL function 1 bucket now limit per_ms cost [dry_run [policy]]`,
+/// each number written from its value. Returns where the bucket's name lies in `out`.
+fn pack_fcall(
+    out: &mut Vec<u8>,
+    function: &str,
+    prefix: &str,
+    key: &BucketKey,
+    now: &str,
+    ask: &Ask,
+) -> std::ops::Range<usize> {
+    let p = &ask.policy;
+    let code = p.kind().code();
+    let dry = ask.dry_run || code != 0;
+    out.clear();
+    resp::header(out, 8 + usize::from(dry) + usize::from(code != 0));
+    resp::bulk(out, b"FCALL");
+    resp::bulk(out, function.as_bytes());
+    resp::bulk(out, b"1");
+    let name = super::bulk_bucket_name(out, prefix, key);
+    resp::bulk(out, now.as_bytes());
+    resp::bulk_number(out, false, p.limit());
+    resp::bulk_number(out, false, p.per_ms());
+    resp::bulk_number(out, false, ask.cost);
+    if dry {
+        resp::bulk_number(out, false, u64::from(ask.dry_run));
+    }
+    if code != 0 {
+        resp::bulk_number(out, false, u64::from(code));
+    }
+    name
+}
+
+/// Sends the packed FCALL and reads its reply, straight from its bytes when it has the usual
+/// shape (an error reply is the call's error, as the crate's `query` makes it).
+fn fcall_packed(c: &mut Link, packed: &[u8]) -> Result<LeanReply, RedisError> {
+    match c.request_with(packed, LeanReply::from_resp)? {
+        Ok(reply) => Ok(reply),
+        Err(v) => Ok(redis::from_redis_value(v.extract_error()?)?),
+    }
+}
 
 fn text(e: &RedisError) -> String {
     e.to_string().to_ascii_lowercase()
 }
 
-/// FCALL of the library's function; `None` when the server has no Functions for us.
-fn fcall(
-    c: &mut dyn ConnectionLike,
-    key: &str,
-    now: &str,
-    args: &[String],
-) -> Result<Option<LeanReply>, RedisError> {
+/// The packed FCALL of the library's function; `None` when the server has no Functions for
+/// us. A server without the library (a fresh one, `FUNCTION FLUSH`, a failover) is given it, and
+/// the same command sent again: it did nothing the first time.
+fn fcall(c: &mut Link, packed: &[u8]) -> Result<Option<LeanReply>, RedisError> {
     let lib = library();
-    let call = |c: &mut dyn ConnectionLike| {
-        redis::cmd("FCALL")
-            .arg(&lib.name)
-            .arg(1)
-            .arg(key)
-            .arg(now)
-            .arg(args)
-            .query::<LeanReply>(c)
-    };
-    match call(c) {
+    match fcall_packed(c, packed) {
         Err(e) if text(&e).contains("function not found") => {
             let loaded = redis::cmd("FUNCTION")
                 .arg("LOAD")
@@ -122,7 +212,7 @@ fn fcall(
                 Err(e) => return Err(e),
                 Ok(_) => prune(c, &lib.library),
             }
-            call(c).map(Some)
+            fcall_packed(c, packed).map(Some)
         }
         Err(e) if no_functions(&e) => Ok(None),
         r => r.map(Some),
@@ -221,22 +311,21 @@ impl RedisStore {
         {
             return Ok(None);
         }
-        let bucket = self.bucket_key(key);
         let deadline = self.conn.budget();
-        let p = &ask.policy;
-        let mut args = vec![
-            p.limit().to_string(),
-            p.per_ms().to_string(),
-            ask.cost.to_string(),
-        ];
-        let code = p.kind().code();
-        if ask.dry_run || code != 0 {
-            args.push(u8::from(ask.dry_run).to_string());
-        }
-        if code != 0 {
-            args.push(code.to_string());
-        }
-        let reply = match self.fcall_by(&bucket, &args, deadline) {
+        // A cluster routes by the bucket's name; a single server's call takes no route.
+        let route = match self.conn.tells_nodes() {
+            true => self.bucket_key(key),
+            false => String::new(),
+        };
+        let mut packed = std::mem::take(&mut self.packed);
+        let prefix = Arc::clone(&self.prefix);
+        let name = &library().name;
+        let r = self.with_clock(&route, deadline, |c, now| {
+            pack_fcall(&mut packed, name, &prefix, key, now, ask);
+            fcall(c, &packed)
+        });
+        self.packed = packed;
+        let reply = match r {
             Ok(Some(r)) => r,
             Ok(None) => {
                 self.functions = Functions::Off;
@@ -250,28 +339,24 @@ impl RedisStore {
                 return Err(e);
             }
         };
-        let (code, tokens, stamp, prev, now, flags) = reply;
+        let LeanReply {
+            code,
+            tokens,
+            stamp,
+            prev,
+            now,
+            flags,
+        } = reply;
         let stored = Bucket {
             tokens,
             stamp,
             prev,
-            kind: p.kind(),
+            kind: ask.policy.kind(),
         };
         let reason = if code == 0 { Reason::Ok } else { Reason::Rate };
         let verdict = verdict(stored, ask, reason, flags & 1 != 0, now);
         let lease = self.decided(&verdict, 0, flags, "", key, carry);
         Ok(Some(Acquired { verdict, lease }))
-    }
-
-    /// The FCALL by `deadline`, with `run`'s handling of a server that refuses `TIME` in
-    /// scripts (the host's clock from then on).
-    fn fcall_by(
-        &mut self,
-        key: &str,
-        args: &[String],
-        deadline: Instant,
-    ) -> Result<Option<LeanReply>, StoreError> {
-        self.with_clock(key, deadline, |c, now| fcall(c, key, now, args))
     }
 
     /// Decides with the Function or the scripts, never the native commands (tests comparing
@@ -345,6 +430,130 @@ fn verdict(b: Bucket, ask: &Ask, reason: Reason, dry_run: bool, now: i64) -> Ver
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// A plain acquire's FCALL packed from its numbers is, to the byte, the command the crate
+    /// packs from the strings the Function takes (lean.lua: bucket; now, limit, per_ms, cost,
+    /// then the dry-run flag and the policy's code, each left out when `0` and nothing follows).
+    #[test]
+    fn a_plain_acquire_is_packed_as_the_crate_packs_its_fcall() {
+        use crate::core::bucket::{Kind, Policy};
+        let key = BucketKey {
+            bucket: [0xa5; 16],
+            group: std::array::from_fn(|i| i as u8 * 17),
+            previous: None,
+        };
+        let policies = [
+            Policy::new(10, 60_000).unwrap(),
+            Policy::new(1_000_000_000, 1).unwrap(),
+            Policy::new(7, 1_000).unwrap().with_kind(Kind::FixedWindow),
+            Policy::new(7, 1_000)
+                .unwrap()
+                .with_kind(Kind::SlidingWindow),
+        ];
+        let mut packed = vec![b'x'; 7];
+        for (prefix, now) in [("rl:", ""), ("", "1700000000123"), ("a:b:", "-5")] {
+            for p in policies {
+                for (cost, dry) in [(1, false), (3, true), (0, false), (u64::MAX, true)] {
+                    let mut ask = Ask::new(p, cost, 0);
+                    ask.dry_run = dry;
+                    let bucket = format!("{prefix}{{{}}}b:{}", hex(&key.group), hex(&key.bucket));
+                    let mut args = vec![p.limit().to_string(), p.per_ms().to_string()];
+                    args.push(cost.to_string());
+                    let code = p.kind().code();
+                    if dry || code != 0 {
+                        args.push(u8::from(dry).to_string());
+                    }
+                    if code != 0 {
+                        args.push(code.to_string());
+                    }
+                    let expected = redis::cmd("FCALL")
+                        .arg("rl_acquire_0123456789abcdef")
+                        .arg(1)
+                        .arg(&bucket)
+                        .arg(now)
+                        .arg(&args)
+                        .get_packed_command();
+                    let name = pack_fcall(
+                        &mut packed,
+                        "rl_acquire_0123456789abcdef",
+                        prefix,
+                        &key,
+                        now,
+                        &ask,
+                    );
+                    assert_eq!(
+                        String::from_utf8_lossy(&packed),
+                        String::from_utf8_lossy(&expected)
+                    );
+                    assert_eq!(&packed[name], bucket.as_bytes());
+                }
+            }
+        }
+    }
+
+    fn reply(f: [&str; 6]) -> String {
+        let mut out = String::from("*6\r\n");
+        for n in f {
+            out.push_str(&format!(":{n}\r\n"));
+        }
+        out
+    }
+
+    /// The usual reply read from its bytes is what the crate's reading of the same bytes makes
+    /// of it; what it declines (another shape, an error, bytes that stop short) is left to that
+    /// reading.
+    #[test]
+    fn the_functions_reply_read_from_its_bytes_is_what_its_value_gives() {
+        use redis::FromRedisValue;
+        let usual = reply(["0", "9000", "1700000000123", "0", "1700000000123", "0"]);
+        let mut replies = vec![
+            usual.clone(),
+            reply(["1", "0", "-5", "7000", "-4", "5"]),
+            reply(["255", "999999999999999999", "0", "0", "0", "255"]),
+            "*6\r\n:0\r\n$1\r\n9\r\n:0\r\n:0\r\n:0\r\n:0\r\n".into(),
+            "-ERR Function not found\r\n".into(),
+            "*5\r\n:0\r\n:9\r\n:0\r\n:0\r\n:0\r\n".into(),
+        ];
+        replies.extend((1..usual.len()).map(|n| usual[..n].to_string()));
+        let mut fast = 0;
+        for text in &replies {
+            let bytes = text.as_bytes();
+            let Some((r, len)) = LeanReply::from_resp(bytes) else {
+                continue;
+            };
+            fast += 1;
+            assert_eq!(len, bytes.len(), "{text:?}");
+            let v = redis::parse_redis_value(bytes).unwrap();
+            assert_eq!(r, LeanReply::from_redis_value(v).unwrap(), "{text:?}");
+            let mut two = bytes.to_vec();
+            two.extend(b":1\r\n");
+            assert_eq!(LeanReply::from_resp(&two).map(|(_, n)| n), Some(len));
+        }
+        assert_eq!(fast, 3);
+    }
+
+    /// A field out of its range is no reply, read either way: never a wrapped number (a reason
+    /// of 256 read as 0 would admit).
+    #[test]
+    fn the_functions_reply_with_a_field_out_of_its_range_is_refused() {
+        use redis::FromRedisValue;
+        for f in [
+            ["256", "9", "0", "0", "0", "0"],
+            ["-1", "9", "0", "0", "0", "0"],
+            ["0", "-9", "0", "0", "0", "0"],
+            ["0", "9", "0", "-1", "0", "0"],
+            ["1", "0", "0", "0", "0", "257"],
+        ] {
+            let bytes = reply(f);
+            assert!(LeanReply::from_resp(bytes.as_bytes()).is_none(), "{f:?}");
+            let v = redis::parse_redis_value(bytes.as_bytes()).unwrap();
+            assert!(LeanReply::from_redis_value(v).is_err(), "{f:?}");
+        }
+    }
 
     #[test]
     fn the_library_names_its_version_and_registers_the_function_by_that_name() {

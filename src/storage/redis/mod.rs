@@ -37,6 +37,7 @@ use crate::storage::{
     Reply, Reports, Store, StoreError,
 };
 use conn::{Conn, Route};
+use link::Link;
 use module::{Command, Path};
 use redis::Script;
 use std::sync::{Arc, OnceLock};
@@ -99,7 +100,8 @@ pub struct RedisSettings {
 
 pub struct RedisStore {
     conn: Conn,
-    prefix: String,
+    /// Shared, so that a call can hold it while the store is borrowed (`lean_acquire`).
+    prefix: Arc<str>,
     time: Time,
     /// The clock that batches counts (this host's).
     clock: Clock,
@@ -140,6 +142,24 @@ fn put_hex(out: &mut Vec<u8>, bytes: &[u8]) {
         hex_into(&mut buf, chunk);
         out.extend_from_slice(&buf[..2 * chunk.len()]);
     }
+}
+
+/// A bucket's name as one argument of a packed command: `tagged`'s name (prefix, the group in
+/// braces, "b:", the bucket) written straight into `out`. Returns where the name lies in `out`.
+fn bulk_bucket_name(out: &mut Vec<u8>, prefix: &str, key: &BucketKey) -> std::ops::Range<usize> {
+    resp::bulk_head(
+        out,
+        prefix.len() + 2 + 2 * key.group.len() + 2 + 2 * key.bucket.len(),
+    );
+    let start = out.len();
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b'{');
+    put_hex(out, &key.group);
+    out.extend_from_slice(b"}b:");
+    put_hex(out, &key.bucket);
+    let name = start..out.len();
+    out.extend_from_slice(b"\r\n");
+    name
 }
 
 /// `bytes` (at most 32) in lower-case hex at the start of `buf`.
@@ -277,47 +297,30 @@ impl redis::FromRedisValue for AcquireReply {
         let redis::Value::Array(items) = v else {
             return Err("a decision's reply is not an array".into());
         };
-        let (head, wait_ms, reserved) = match items.len() {
-            // The usual reply, its fields taken in place (the crate's tuple conversion copied
-            // it twice).
-            10 => {
-                let mut it = items.into_iter();
-                let mut f = || it.next().unwrap_or_default();
-                (
-                    (
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        redis::from_redis_value(f())?,
-                        field(f())?,
-                    ),
-                    field(f())?,
-                    field(f())?,
-                )
-            }
-            // A module of a build before reservations (a rolling upgrade): no wait, nothing owed.
-            8 => {
-                let mut it = items.into_iter();
-                let mut f = || it.next().unwrap_or_default();
-                (
-                    (
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        field(f())?,
-                        redis::from_redis_value(f())?,
-                        field(f())?,
-                    ),
-                    0,
-                    0,
-                )
-            }
+        // The usual reply has 10 fields; a module of a build before reservations (a rolling
+        // upgrade) sends the first 8 only: no wait, nothing owed. Fields are taken in place
+        // (the crate's tuple conversion copied them twice).
+        let long = match items.len() {
+            10 => true,
+            8 => false,
             _ => return Err("a decision's reply of an unexpected length".into()),
+        };
+        let mut it = items.into_iter();
+        let mut f = || it.next().unwrap_or_default();
+        let head = (
+            field(f())?,
+            field(f())?,
+            field(f())?,
+            field(f())?,
+            field(f())?,
+            field(f())?,
+            redis::from_redis_value(f())?,
+            field(f())?,
+        );
+        let (wait_ms, reserved) = if long {
+            (field(f())?, field(f())?)
+        } else {
+            (0, 0)
         };
         Ok(Self {
             head,
@@ -341,7 +344,7 @@ impl RedisStore {
                 settings.target,
                 Duration::from_millis(settings.timeout_ms.max(1)),
             ),
-            prefix: settings.prefix,
+            prefix: settings.prefix.into(),
             time: host_clock.map_or(Time::Server, Time::Host),
             flushed_at: clock(),
             flush_ms: settings.flush_ms.min(i64::MAX as u64) as i64,
@@ -421,7 +424,7 @@ impl RedisStore {
         &mut self,
         key: &str,
         deadline: std::time::Instant,
-        call: impl Fn(&mut dyn redis::ConnectionLike, &str) -> redis::RedisResult<T>,
+        mut call: impl FnMut(&mut Link, &str) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
         let now = self.now_arg();
         let first = self

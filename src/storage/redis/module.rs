@@ -163,24 +163,10 @@ fn pack_plain(
     out.extend_from_slice(b"*7\r\n$10\r\nRL.ACQUIRE\r\n$1\r\n1\r\n");
     out[1] += u8::from(dry) + u8::from(policy);
     debug_assert_eq!(Command::Acquire.name(), "RL.ACQUIRE");
-    // `tagged`'s bucket name: prefix, the group in braces, "b:", the bucket.
-    resp::bulk_head(
-        out,
-        prefix.len() + 2 + 2 * key.group.len() + 2 + 2 * key.bucket.len(),
-    );
-    let start = out.len();
-    out.extend_from_slice(prefix.as_bytes());
-    out.push(b'{');
-    super::put_hex(out, &key.group);
-    out.extend_from_slice(b"}b:");
-    super::put_hex(out, &key.bucket);
-    let name = start..out.len();
+    let name = super::bulk_bucket_name(out, prefix, key);
     match now {
-        None => out.extend_from_slice(b"\r\n$0\r\n\r\n"),
-        Some(t) => {
-            out.extend_from_slice(b"\r\n");
-            resp::bulk_number(out, t < 0, t.unsigned_abs());
-        }
+        None => out.extend_from_slice(b"$0\r\n\r\n"),
+        Some(t) => resp::bulk_number(out, t < 0, t.unsigned_abs()),
     }
     resp::bulk_number(out, false, p.limit());
     resp::bulk_number(out, false, p.per_ms());
