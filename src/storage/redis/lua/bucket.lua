@@ -107,21 +107,30 @@ end
 
 -- Policy::earned: whole milli-tokens earned in `elapsed` ms, at most one full bucket. From
 -- elapsed >= per on, a full bucket is earned, so muldiv only sees elapsed < per.
-local function earned(p, elapsed)
-  if elapsed >= p.per then
-    return p.cap
+-- `earned_by` and `time_to_earn_by` take the policy's numbers, for lean.lua's fast path (no table).
+local function earned_by(cap, per, elapsed)
+  if elapsed >= per then
+    return cap
   end
-  local e = muldiv(elapsed, p.cap, p.per)
-  return math.min(e, p.cap)
+  local e = muldiv(elapsed, cap, per)
+  return math.min(e, cap)
+end
+
+local function earned(p, elapsed)
+  return earned_by(p.cap, p.per, elapsed)
 end
 
 -- Policy::time_to_earn: ms to earn `milli` (<= cap) milli-tokens, rounded up.
-local function time_to_earn(p, milli)
-  local q, rem = muldiv(milli, p.per, p.cap)
+local function time_to_earn_by(cap, per, milli)
+  local q, rem = muldiv(milli, per, cap)
   if rem > 0 then
     q = q + 1
   end
   return q
+end
+
+local function time_to_earn(p, milli)
+  return time_to_earn_by(p.cap, p.per, milli)
 end
 
 -- Policy::weighted: the previous window's `prev` milli-tokens weighted by the `d` ms (0..per)
