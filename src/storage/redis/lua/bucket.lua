@@ -454,7 +454,8 @@ local function now_ms(given)
     return tonumber(given)
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  -- By arithmetic: tonumber() would read each string twice.
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
 -- A stored bucket, one string (one GET, one SET with its expiry): milli-tokens, stamp, full
