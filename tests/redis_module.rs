@@ -322,6 +322,34 @@ fn a_window_written_by_the_module_is_read_as_a_window_by_the_scripts() {
     }
 }
 
+/// A value crafted with instants near 2^63 (its stamp, its full-again instant) is decided and
+/// written with an expiry within 2^53 ms, never an overflow (red team: in a debug build a
+/// panic after the write and before its replication, "internal error"; in a release build a
+/// wrapped `PXAT` that deleted the key on replicas).
+#[test]
+fn a_value_with_instants_near_2_63_gets_an_expiry_within_bounds() {
+    let clock = ManualClock::at(T0);
+    let m = Module::new();
+    let mut s = m.store(Some(clock.clock()));
+    let mut c = admin();
+    let a = Ask::new(Policy::new(10, 60_000).unwrap(), 1, 0);
+    for (i, v) in [
+        "0 9223372036854775000 9223372036854775000 0 0 0 0".to_string(),
+        format!("5 {T0} 9223372036854775807 {T0} 0 0 0"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let k = key(40 + i as u8);
+        let b = name(&m.prefix, &k, "b", &k.bucket);
+        let _: () = redis::cmd("SET").arg(&b).arg(&v).query(&mut c).unwrap();
+        let r = s.acquire(&k, &a, 60_000, &mut none());
+        assert!(r.is_ok(), "{v}: {:?}", r.err());
+        let ttl: i64 = redis::cmd("PTTL").arg(&b).query(&mut c).unwrap();
+        assert!((1..=1i64 << 53).contains(&ttl), "{v}: PTTL {ttl}");
+    }
+}
+
 #[test]
 fn a_value_of_another_type_is_damaged_for_the_module_as_for_the_scripts() {
     // Another tenant's hash at a bucket's name, a list at its leases', a set at a request

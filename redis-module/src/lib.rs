@@ -47,6 +47,23 @@ use stored::{Read, Stored};
 /// scripts): a margin for a decision clock that is not the one Redis expires keys by.
 const GRACE_MS: i64 = 1_000;
 
+/// The longest expiry the module sets: 2^53 ms, past every instant a value the core writes
+/// holds (all below 2^53, the scripts' exact range). A value crafted with instants near
+/// 2^63 would otherwise overflow the expiry's arithmetic: a panic in a debug build after the
+/// key was written but before its write was replicated, a wrapped `PXAT` in the past (the
+/// key deleted on replicas) in a release build.
+pub(crate) const MAX_TTL_MS: i64 = 1 << 53;
+
+/// How long state that holds information until `until` lives from `now`: at least
+/// `GRACE_MS`, at most [`MAX_TTL_MS`], whatever the instants (saturating, never wrapping).
+fn ttl_until(until: i64, now: i64) -> i64 {
+    until
+        .saturating_sub(now)
+        .max(0)
+        .saturating_add(GRACE_MS)
+        .min(MAX_TTL_MS)
+}
+
 type Keys<'a> = &'a [RedisString];
 type Args<'a> = &'a [RedisString];
 
@@ -284,7 +301,7 @@ fn keep_leases(
     let Some(latest) = lease_score(ctx, leases, "-1")? else {
         return Ok(None);
     };
-    let ttl = ((latest - now).max(0) + GRACE_MS).to_string();
+    let ttl = ttl_until(latest, now).to_string();
     write(ctx, "PEXPIRE", &[leases.as_slice(), ttl.as_bytes()])?;
     Ok(Some(latest))
 }
@@ -341,7 +358,7 @@ fn keep_bucket(
         used_at: now,
         counts,
     };
-    stored::write(ctx, key, &s, (last - now).max(0) + GRACE_MS)
+    stored::write(ctx, key, &s, ttl_until(last, now))
 }
 
 /// The code of a reason in a reply: 0 ok, 1 rate, 2 inflight, 3 in progress.
@@ -526,7 +543,7 @@ fn remember(
                 e.as_bytes(),
             ],
         )?;
-        let ttl = ((expires - now).max(0) + GRACE_MS).to_string();
+        let ttl = ttl_until(expires, now).to_string();
         write(ctx, "PEXPIRE", &[q.key.as_slice(), ttl.as_bytes()])?;
     }
     Ok(())
@@ -568,7 +585,7 @@ fn plain_acquire(
         used_at: now,
         counts,
     };
-    opened.write(ctx, &s, (full_at - now).max(0) + GRACE_MS)?;
+    opened.write(ctx, &s, ttl_until(full_at, now))?;
     let flags = i64::from(d.verdict.dry_run) + 4 * i64::from(d.clock_regressed);
     reply_acquire(ctx, &d.verdict, flags, b"", 0)
 }
@@ -722,7 +739,7 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                     .flat_map(|(a, s)| verdict_reply(&decision::peek(*s, &a.policy, now)))
                     .collect();
                 let (flags, ends) = match j {
-                    Judgement::InProgress { until } => (8, (until - now).max(0)),
+                    Judgement::InProgress { until } => (8, until.saturating_sub(now).max(0)),
                     _ => (2, 0),
                 };
                 return Ok(RedisValue::Array(vec![
@@ -846,7 +863,7 @@ fn refund(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let ttl = if ttl > 0 {
             ttl
         } else {
-            (full_at - now).max(0) + GRACE_MS
+            ttl_until(full_at, now)
         };
         let written = Stored {
             bucket: r.bucket,

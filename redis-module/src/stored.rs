@@ -266,7 +266,8 @@ fn write_open(
     let mut buf = [0u8; MAX_LEN];
     let len = put(&mut buf, s);
     let value = &buf[..len];
-    let ttl_ms = ttl_ms.max(1);
+    // Within the module's bounds however it was computed (see `MAX_TTL_MS`).
+    let ttl_ms = ttl_ms.clamp(1, super::MAX_TTL_MS);
     if !matches!(k.key_type(), KeyType::Empty | KeyType::String) {
         // A damaged bucket of another type is replaced, as SET replaces it (replicated as the
         // SET below, which replaces it on a replica too).
@@ -277,7 +278,7 @@ fn write_open(
     k.as_string_dma()?.write(value)?;
     k.set_expire(Duration::from_millis(ttl_ms as u64))?;
     drop(k);
-    let at = super::server_ms() + ttl_ms;
+    let at = super::server_ms().saturating_add(ttl_ms);
     // SAFETY: RedisModule_Replicate is filled in by RedisModule_Init before any command runs
     // and is called on the command's thread with its context. The format "sbcl" names exactly
     // the four arguments that follow, each alive for the call: a RedisModuleString (the key
