@@ -313,7 +313,17 @@ impl Link {
         Ok(())
     }
 
+    /// Sends a command. Bytes read past the last reply (a server that answered one command
+    /// twice, or more than it was asked) fail it before it is sent, and so drop the
+    /// connection (see `conn.rs`): read as the next call's reply, they would answer it with
+    /// another call's answer.
     fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
+        if self.reader.has_unread() {
+            return Err(RedisError::from((
+                redis::ErrorKind::Io,
+                "bytes no command asked for came before this one: the connection lost its place",
+            )));
+        }
         self.stream.write_all(bytes)?;
         self.stream.flush()?;
         Ok(())
@@ -524,6 +534,44 @@ mod tests {
             }
         });
         port
+    }
+
+    /// A fault injector, not a Redis: accepts one connection, and answers every command line
+    /// it reads with `reply`.
+    fn answering_peer(reply: &'static [u8]) -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = io::BufReader::new(s.try_clone().unwrap());
+            let mut s = s;
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+                // An inline command is one line ("PING\r\n").
+                if s.write_all(reply).is_err() {
+                    return;
+                }
+                line.clear();
+            }
+        });
+        port
+    }
+
+    /// A server that answers one command with two replies (red team): the second is never read
+    /// as the next command's answer; the next command fails, unsent.
+    #[test]
+    fn a_reply_nobody_asked_for_fails_the_next_command() {
+        let port = answering_peer(b":1\r\n:2\r\n");
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}/0"))
+                .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut link = Link::open(&info, Role::Data, deadline).unwrap();
+        // Both replies come in one write: the first read takes them both.
+        assert_eq!(link.req_packed_command(b"PING\r\n").unwrap(), Value::Int(1));
+        let e = link.req_packed_command(b"PING\r\n").unwrap_err();
+        assert!(e.is_io_error(), "{e}");
+        assert!(e.to_string().contains("lost its place"), "{e}");
     }
 
     #[test]

@@ -76,6 +76,12 @@ impl Reader {
         }
     }
 
+    /// Whether bytes have arrived that no reply read yet: before a command is sent, a reply
+    /// nobody asked for.
+    pub fn has_unread(&self) -> bool {
+        self.start < self.end
+    }
+
     /// The next reply, reading from `src` until it is complete. A stream that ends inside a
     /// reply is an `UnexpectedEof` I/O error, as the crate's parser reports it.
     pub fn read<R: Read + ?Sized>(&mut self, src: &mut R) -> RedisResult<Value> {
