@@ -1296,3 +1296,25 @@ fn a_count_with_leading_zeros_is_stored_alike_by_the_function_and_the_module() {
         compare(&[Some(v), None, None], &[(acquire, 0)]);
     }
 }
+
+/// Red team (0b1abaa's claim: no crafted stored value makes the module panic): a count at
+/// u64::MAX (allowed, rate-denied) is incremented with `+= 1` (lib.rs, `plain_acquire`,
+/// `acquire_all`): a debug build panics ("internal error"), a release build wraps the count to
+/// 0. Fix: `saturating_add(1)` (and the scripts' side: Lua's `%d` of 2^64 is no count either).
+#[test]
+#[ignore]
+fn a_count_at_u64_max_is_no_internal_error() {
+    let url = module_url();
+    let k = format!("{}rt3:count", fresh_prefix());
+    for v in [
+        "5000 0 0 0 18446744073709551615 0 0",
+        "0 1000 0 0 0 18446744073709551615 0",
+    ] {
+        own_cmd(&url, &["SET", &k, v]).unwrap();
+        let r = own_cmd(&url, &["RL.ACQUIRE", "1", &k, "1000", "10", "60000", "1"]);
+        assert!(
+            !matches!(&r, Err(e) if e.contains("internal error")),
+            "{v}: {r:?}"
+        );
+    }
+}
