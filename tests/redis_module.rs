@@ -1298,9 +1298,9 @@ fn a_count_with_leading_zeros_is_stored_alike_by_the_function_and_the_module() {
 }
 
 /// Red team (0b1abaa's claim: no crafted stored value makes the module panic): a count at
-/// u64::MAX (allowed, rate-denied) is incremented with `+= 1` (lib.rs, `plain_acquire`,
-/// `acquire_all`): a debug build panics ("internal error"), a release build wraps the count to
-/// 0. Fix: `saturating_add(1)` (and the scripts' side: Lua's `%d` of 2^64 is no count either).
+/// u64::MAX (allowed, rate-denied) is incremented with `+= 1` (lib.rs: `plain_acquire`,
+/// `acquire_all`, the long form's path): a debug build panics ("internal error"), a release
+/// build wraps the count to 0 (checked by hand: stored "... 0 0 0"). Fix: `saturating_add(1)` (and the scripts' side: Lua's `%d` of 2^64 is no count either).
 #[test]
 #[ignore]
 fn a_count_at_u64_max_is_no_internal_error() {
@@ -1317,4 +1317,69 @@ fn a_count_at_u64_max_is_no_internal_error() {
             "{v}: {r:?}"
         );
     }
+    // The same by RL.ACQUIRE_ALL and by RL.ACQUIRE's long form (a slot, a lease).
+    let hex = "0123456789abcdef0123456789abcdef";
+    let (b, l, q) = (
+        format!("{k}{{x}}b"),
+        format!("{k}{{x}}l"),
+        format!("{k}{{x}}r"),
+    );
+    let v = "5000 0 0 0 18446744073709551615 0 0";
+    own_cmd(&url, &["SET", &b, v]).unwrap();
+    let r = own_cmd(
+        &url,
+        &[
+            "RL.ACQUIRE_ALL",
+            "3",
+            &b,
+            &l,
+            &q,
+            "1000",
+            "1",
+            "0",
+            "lease1",
+            "0",
+            hex,
+            "0",
+            hex,
+            "1",
+            "10",
+            "60000",
+            "1",
+            "0",
+            "0",
+        ],
+    );
+    assert!(
+        !matches!(&r, Err(e) if e.contains("internal error")),
+        "ACQUIRE_ALL {v}: {r:?}"
+    );
+    own_cmd(&url, &["SET", &b, v]).unwrap();
+    let r = own_cmd(
+        &url,
+        &[
+            "RL.ACQUIRE",
+            "3",
+            &b,
+            &l,
+            &q,
+            "1000",
+            "10",
+            "60000",
+            "1",
+            "5",
+            "1000",
+            "lease1",
+            "0",
+            "0",
+            hex,
+            hex,
+            "1",
+            "0",
+        ],
+    );
+    assert!(
+        !matches!(&r, Err(e) if e.contains("internal error")),
+        "ACQUIRE 3 {v}: {r:?}"
+    );
 }
