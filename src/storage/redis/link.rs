@@ -574,6 +574,53 @@ mod tests {
         assert!(e.to_string().contains("lost its place"), "{e}");
     }
 
+    /// Red team (b91dae8): a server that answers one command twice, the second reply a moment
+    /// after the first (another TCP segment: not in the reader's buffer when the next command
+    /// is sent), has that second reply read as the next command's answer: the check looks at
+    /// the reader's buffer only, not at the socket. Here the second PING is answered `:2`, the
+    /// first PING's stale duplicate (on the Function path: another call's decision). Fix: before
+    /// sending, ask the socket too (`ppoll` with a zero wait, or `recv` with MSG_PEEK |
+    /// MSG_DONTWAIT; for TLS, rustls' buffered bytes too): readable means bytes nobody asked
+    /// for (or the end of the stream), and the command fails unsent.
+    #[test]
+    #[ignore]
+    fn a_reply_nobody_asked_for_that_comes_late_fails_the_next_command() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = io::BufReader::new(s.try_clone().unwrap());
+            let mut s = s;
+            let mut line = String::new();
+            let mut n = 0;
+            while r.read_line(&mut line).is_ok_and(|k| k > 0) {
+                n += 1;
+                if n == 1 {
+                    // The answer, then a moment later the same command answered again.
+                    s.write_all(b":1\r\n").unwrap();
+                    s.flush().unwrap();
+                    std::thread::sleep(Duration::from_millis(30));
+                    s.write_all(b":2\r\n").unwrap();
+                } else {
+                    s.write_all(b":3\r\n").unwrap();
+                }
+                line.clear();
+            }
+        });
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}/0"))
+                .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut link = Link::open(&info, Role::Data, deadline).unwrap();
+        assert_eq!(link.req_packed_command(b"PING\r\n").unwrap(), Value::Int(1));
+        std::thread::sleep(Duration::from_millis(200));
+        let second = link.req_packed_command(b"PING\r\n");
+        assert!(
+            second.as_ref().is_err_and(|e| e.is_io_error()),
+            "the second PING was answered {second:?}: the first one's duplicate"
+        );
+    }
+
     #[test]
     fn a_reply_trickling_in_holds_a_call_no_longer_than_its_budget() {
         let port = trickling_peer(Duration::from_millis(10));
