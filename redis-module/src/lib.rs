@@ -361,6 +361,14 @@ fn keep_bucket(
     stored::write(ctx, key, &s, ttl_until(last, now))
 }
 
+/// Counts a decision in a bucket's counts (allowed, rate-denied, inflight-denied), saturating:
+/// a stored count is whatever the value held (red team: one at u64::MAX overflowed, a panic in
+/// a debug build, a count wrapped to 0 in a release one).
+fn count_decision(counts: &mut [u64; 3], reason: Reason) {
+    let c = &mut counts[code(reason).min(2) as usize];
+    *c = c.saturating_add(1);
+}
+
 /// The code of a reason in a reply: 0 ok, 1 rate, 2 inflight, 3 in progress.
 fn code(r: Reason) -> i64 {
     match r {
@@ -577,7 +585,7 @@ fn plain_acquire(
     };
     let d = decision::decide(stored.map(|s| s.bucket), &ask, Slots::default(), now);
     let mut counts = stored.map_or([0; 3], |s| s.counts);
-    counts[code(d.verdict.reason).min(2) as usize] += 1;
+    count_decision(&mut counts, d.verdict.reason);
     let full_at = d.bucket.full_at(&p);
     let s = Stored {
         bucket: d.bucket,
@@ -673,7 +681,7 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         };
         let d = decision::decide(stored.map(|s| s.bucket), &ask, slots, now);
         let mut counts = stored.map_or([0; 3], |s| s.counts);
-        counts[code(d.verdict.reason).min(2) as usize] += 1;
+        count_decision(&mut counts, d.verdict.reason);
         let take =
             (d.verdict.reason == Reason::Ok && max_inflight > 0 && !lease_id.as_slice().is_empty())
                 .then_some((lease_id, lease_ttl));
@@ -766,7 +774,7 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         for (k, key) in buckets.iter().enumerate() {
             let mut counts = stored[k].map_or([0; 3], |s| s.counts);
             if k == d.reported {
-                counts[code(d.verdict.reason).min(2) as usize] += 1;
+                count_decision(&mut counts, d.verdict.reason);
             }
             let last = if k == 0 { last_lease } else { None };
             keep_bucket(ctx, key, &asks[k].policy, d.buckets[k], counts, last, now)?;

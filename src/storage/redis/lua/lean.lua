@@ -23,6 +23,12 @@ local function token_bucket(key, v, cap, per, cost, now, dry)
   if not t then
     return nil
   end
+  -- Counts carried as read only in the form they are written (no leading zero, exact in a
+  -- double: at most 15 digits); any other goes the general way, which writes them anew.
+  if #a > 15 or #d > 15 or #i > 15 or (#a > 1 and a:byte() == 48) or (#d > 1 and d:byte() == 48)
+    or (#i > 1 and i:byte() == 48) then
+    return nil
+  end
   local tokens, stamp = math.min(t + 0, cap), s + 0
   local regressed = now < stamp
   if not regressed then
