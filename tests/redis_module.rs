@@ -1240,6 +1240,22 @@ fn a_cost_past_the_largest_limit_is_refused_not_wrapped_into_an_admission() {
     }
 }
 
+/// One plain acquire (10 a second, cost 1) on a bucket holding `v`: every path answers and
+/// stores alike (`compare`).
+fn one_plain_acquire_from(v: String) {
+    let acquire = Op::Acquire {
+        k: 0,
+        kind: PolicyKind::TokenBucket,
+        limit: 10,
+        per_ms: 1_000,
+        cost: 1,
+        inflight: 0,
+        dry_run: false,
+        request: None,
+    };
+    compare(&[Some(v), None, None], &[(acquire, 0)]);
+}
+
 /// A stored value whose numbers are past 64 bits, or past an i64 in a signed field, is read by
 /// the scripts (Lua's `%d+` and `tonumber`, in doubles) and the call decided (admitted here),
 /// while the module calls it damaged and denies (red team; since the module's first reading,
@@ -1255,17 +1271,7 @@ fn a_value_with_numbers_past_64_bits_is_damaged_alike_for_the_scripts_and_the_mo
         format!("1000 {T0} {T0} {T0} 99999999999999999999 2 3"),
         format!("1000 {T0} {T0} {T0} 1 2 3 2 99999999999999999999"),
     ] {
-        let acquire = Op::Acquire {
-            k: 0,
-            kind: PolicyKind::TokenBucket,
-            limit: 10,
-            per_ms: 1_000,
-            cost: 1,
-            inflight: 0,
-            dry_run: false,
-            request: None,
-        };
-        compare(&[Some(v), None, None], &[(acquire, 0)]);
+        one_plain_acquire_from(v);
     }
 }
 
@@ -1281,17 +1287,7 @@ fn a_count_with_leading_zeros_is_stored_alike_by_the_function_and_the_module() {
         format!("0 {T0} {T0} {T0} 01 2 3"),
         format!("1000 {T0} {T0} {T0} 1 2 1234567890123456"),
     ] {
-        let acquire = Op::Acquire {
-            k: 0,
-            kind: PolicyKind::TokenBucket,
-            limit: 10,
-            per_ms: 1_000,
-            cost: 1,
-            inflight: 0,
-            dry_run: false,
-            request: None,
-        };
-        compare(&[Some(v), None, None], &[(acquire, 0)]);
+        one_plain_acquire_from(v);
     }
 }
 

@@ -440,20 +440,10 @@ mod tests {
     /// then the dry-run flag and the policy's code, each left out when `0` and nothing follows).
     #[test]
     fn a_plain_acquire_is_packed_as_the_crate_packs_its_fcall() {
-        use crate::core::bucket::{Kind, Policy};
-        let key = BucketKey {
-            bucket: [0xa5; 16],
-            group: std::array::from_fn(|i| i as u8 * 17),
-            previous: None,
-        };
-        let policies = [
-            Policy::new(10, 60_000).unwrap(),
-            Policy::new(1_000_000_000, 1).unwrap(),
-            Policy::new(7, 1_000).unwrap().with_kind(Kind::FixedWindow),
-            Policy::new(7, 1_000)
-                .unwrap()
-                .with_kind(Kind::SlidingWindow),
-        ];
+        let (key, policies) = (
+            super::super::packing_fixtures::key(),
+            super::super::packing_fixtures::policies(),
+        );
         let mut packed = vec![b'x'; 7];
         for (prefix, now) in [("rl:", ""), ("", "1700000000123"), ("a:b:", "-5")] {
             for p in policies {

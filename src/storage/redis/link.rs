@@ -537,9 +537,10 @@ mod tests {
         port
     }
 
-    /// A fault injector, not a Redis: accepts one connection, and answers every command line
-    /// it reads with `reply`.
-    fn answering_peer(reply: &'static [u8]) -> u16 {
+    /// A fault injector, not a Redis: accepts one connection and answers each command line it
+    /// reads (an inline command is one line, "PING\r\n"): the first with the parts of `first`,
+    /// 30 ms apart (each its own segment), every later one with `rest`.
+    fn answering_peer(first: &'static [&'static [u8]], rest: &'static [u8]) -> u16 {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         std::thread::spawn(move || {
@@ -547,27 +548,37 @@ mod tests {
             let mut r = io::BufReader::new(s.try_clone().unwrap());
             let mut s = s;
             let mut line = String::new();
+            let mut parts = first;
             while r.read_line(&mut line).is_ok_and(|n| n > 0) {
-                // An inline command is one line ("PING\r\n").
-                if s.write_all(reply).is_err() {
-                    return;
+                for (i, part) in parts.iter().enumerate() {
+                    if i > 0 {
+                        std::thread::sleep(Duration::from_millis(30));
+                    }
+                    if s.write_all(part).and_then(|()| s.flush()).is_err() {
+                        return;
+                    }
                 }
+                parts = std::slice::from_ref(&rest);
                 line.clear();
             }
         });
         port
     }
 
+    /// A link to a peer of the test's on 127.0.0.1:`port`.
+    fn link_to(port: u16, deadline: Instant) -> Link {
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}/0"))
+                .unwrap();
+        Link::open(&info, Role::Data, deadline).unwrap()
+    }
+
     /// A server that answers one command with two replies (red team): the second is never read
     /// as the next command's answer; the next command fails, unsent.
     #[test]
     fn a_reply_nobody_asked_for_fails_the_next_command() {
-        let port = answering_peer(b":1\r\n:2\r\n");
-        let info =
-            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}/0"))
-                .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut link = Link::open(&info, Role::Data, deadline).unwrap();
+        let port = answering_peer(&[b":1\r\n:2\r\n"], b":1\r\n:2\r\n");
+        let mut link = link_to(port, Instant::now() + Duration::from_secs(5));
         // Both replies come in one write: the first read takes them both.
         assert_eq!(link.req_packed_command(b"PING\r\n").unwrap(), Value::Int(1));
         let e = link.req_packed_command(b"PING\r\n").unwrap_err();
@@ -585,33 +596,9 @@ mod tests {
     #[test]
     #[ignore]
     fn a_reply_nobody_asked_for_that_comes_late_fails_the_next_command() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            let (s, _) = l.accept().unwrap();
-            let mut r = io::BufReader::new(s.try_clone().unwrap());
-            let mut s = s;
-            let mut line = String::new();
-            let mut n = 0;
-            while r.read_line(&mut line).is_ok_and(|k| k > 0) {
-                n += 1;
-                if n == 1 {
-                    // The answer, then a moment later the same command answered again.
-                    s.write_all(b":1\r\n").unwrap();
-                    s.flush().unwrap();
-                    std::thread::sleep(Duration::from_millis(30));
-                    s.write_all(b":2\r\n").unwrap();
-                } else {
-                    s.write_all(b":3\r\n").unwrap();
-                }
-                line.clear();
-            }
-        });
-        let info =
-            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}/0"))
-                .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut link = Link::open(&info, Role::Data, deadline).unwrap();
+        // The answer, then a moment later the same command answered again.
+        let port = answering_peer(&[b":1\r\n", b":2\r\n"], b":3\r\n");
+        let mut link = link_to(port, Instant::now() + Duration::from_secs(5));
         assert_eq!(link.req_packed_command(b"PING\r\n").unwrap(), Value::Int(1));
         std::thread::sleep(Duration::from_millis(200));
         let second = link.req_packed_command(b"PING\r\n");

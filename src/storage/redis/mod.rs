@@ -1084,6 +1084,33 @@ impl Drop for RedisStore {
     }
 }
 
+/// What the packing tests of the hot path (`module.rs`, `function.rs`) pack: a bucket, and a
+/// policy of every kind the Function decides (a stepped bucket is the module's alone).
+#[cfg(test)]
+mod packing_fixtures {
+    use crate::core::bucket::{Kind, Policy};
+    use crate::core::subject::BucketKey;
+
+    pub fn key() -> BucketKey {
+        BucketKey {
+            bucket: [0xa5; 16],
+            group: std::array::from_fn(|i| i as u8 * 17),
+            previous: None,
+        }
+    }
+
+    pub fn policies() -> [Policy; 4] {
+        [
+            Policy::new(10, 60_000).unwrap(),
+            Policy::new(1_000_000_000, 1).unwrap(),
+            Policy::new(7, 1_000).unwrap().with_kind(Kind::FixedWindow),
+            Policy::new(7, 1_000)
+                .unwrap()
+                .with_kind(Kind::SlidingWindow),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod reply_tests {
     use super::AcquireReply;

@@ -462,24 +462,16 @@ mod tests {
         use super::super::resp;
         use super::{pack_command, pack_plain, Command};
         use crate::core::bucket::Kind;
-        let key = BucketKey {
-            bucket: [0xa5; 16],
-            group: std::array::from_fn(|i| i as u8 * 17),
-            previous: None,
-        };
-        let policies = [
-            Policy::new(10, 60_000).unwrap(),
-            Policy::new(1_000_000_000, 1).unwrap(),
-            Policy::new(7, 1_000).unwrap().with_kind(Kind::FixedWindow),
-            Policy::new(7, 1_000)
-                .unwrap()
-                .with_kind(Kind::SlidingWindow),
-            Policy::new(100, 60_000)
-                .unwrap()
-                .with_kind(Kind::SteppedBucket)
-                .with_amount(25)
-                .unwrap(),
-        ];
+        let key = super::super::packing_fixtures::key();
+        let stepped = Policy::new(100, 60_000)
+            .unwrap()
+            .with_kind(Kind::SteppedBucket)
+            .with_amount(25)
+            .unwrap();
+        let policies: Vec<Policy> = super::super::packing_fixtures::policies()
+            .into_iter()
+            .chain([stepped])
+            .collect();
         let mut packed = vec![b'x'; 7];
         for (prefix, now) in [
             ("rl:", None),
@@ -487,7 +479,7 @@ mod tests {
             ("a:b:", Some(-5)),
         ] {
             let s = store(prefix, now);
-            for p in policies {
+            for &p in &policies {
                 for (cost, dry) in [(1, false), (3, true), (0, false), (u64::MAX, true)] {
                     let mut ask = Ask::new(p, cost, 0);
                     ask.dry_run = dry;
