@@ -525,7 +525,8 @@ fn op() -> impl Strategy<Value = Op> {
 /// policy's capacity, stamps around T0, counts), a window in its 9 (its policy's code and its
 /// previous window's milli-tokens after them), a stepped bucket in its 9 (code 3, and its
 /// booking's decision instant, or 0), or a value ratelimit did not write (a window's with a
-/// policy code that does not exist among them).
+/// policy code that does not exist among them, or one marked binary of a length no binary
+/// value has).
 fn start_value() -> impl Strategy<Value = Option<String>> {
     let fields =
         (0u64..7_000, -5_000i64..5_000, 0u64..4, 0u64..4, 0u64..4).prop_map(|(t, ds, a, d, i)| {
@@ -542,10 +543,41 @@ fn start_value() -> impl Strategy<Value = Option<String>> {
         2 => (fields.clone(), prop_oneof![Just(0u64), 1u64..8_000]).prop_map(|(f, len)| format!("{f} 1 {len}")),
         2 => (fields.clone(), 0u64..7_000).prop_map(|(f, prev)| format!("{f} 2 {prev}")),
         1 => Just("garbage".to_string()),
+        // A binary value's mark, not its length.
+        1 => Just("\u{1}garbage".to_string()),
         2 => (fields, prop_oneof![Just(0u64), Just(T0 as u64 - 5)])
             .prop_map(|(f, prev)| format!("{f} 3 {prev}")),
         1 => Just(format!("0 {T0} {T0} {T0} 0 0 0 4 0")),
     ])
+}
+
+/// A text value in binary (bucket.lua's `format_bucket`), when it has 7 or 9 numbers.
+fn binary_of(text: &str) -> Option<Vec<u8>> {
+    let fields: Vec<i64> = text
+        .split(' ')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    if fields.len() != 7 && fields.len() != 9 {
+        return None;
+    }
+    let mut v = vec![1u8];
+    for f in fields {
+        v.extend(f.to_le_bytes());
+    }
+    Some(v)
+}
+
+/// `values`, each in text or in binary: every path reads both, and writes the form it read.
+fn in_either_form(
+    values: impl Strategy<Value = Option<String>>,
+) -> impl Strategy<Value = Option<Vec<u8>>> {
+    (values, any::<bool>()).prop_map(|(v, binary)| {
+        v.map(|v| match binary.then(|| binary_of(&v)).flatten() {
+            Some(b) => b,
+            None => v.into_bytes(),
+        })
+    })
 }
 
 /// The bucket `k` of the one subject of a run.
@@ -712,7 +744,13 @@ fn state(prefix: &str) -> BTreeMap<String, String> {
     for k in keys {
         let t: String = redis::cmd("TYPE").arg(&k).query(&mut c).unwrap();
         let v = match t.as_str() {
-            "string" => redis::cmd("GET").arg(&k).query::<String>(&mut c).unwrap(),
+            // Either form of a bucket (text, or binary: shown escaped).
+            "string" => redis::cmd("GET")
+                .arg(&k)
+                .query::<Vec<u8>>(&mut c)
+                .unwrap()
+                .escape_ascii()
+                .to_string(),
             "zset" => {
                 let v: Vec<(String, String)> = redis::cmd("ZRANGE")
                     .arg(&k)
@@ -739,13 +777,13 @@ fn state(prefix: &str) -> BTreeMap<String, String> {
 }
 
 /// Sets the starting values of the three buckets under `prefix`.
-fn seed(prefix: &str, start: &[Option<String>]) {
+fn seed<V: AsRef<[u8]>>(prefix: &str, start: &[Option<V>]) {
     let mut c = admin();
     for (k, v) in start.iter().enumerate() {
         if let Some(v) = v {
             let _: () = redis::cmd("SET")
                 .arg(name(prefix, &bucket(k), "b", &bucket(k).bucket))
-                .arg(v)
+                .arg(v.as_ref())
                 .arg("PX")
                 .arg(600_000)
                 .query(&mut c)
@@ -758,7 +796,7 @@ fn seed(prefix: &str, start: &[Option<String>]) {
 /// Function (the scripts' path where the server has Functions, the module ruled out) only, and
 /// each step by one of the three (`by`: 0 module, 1 scripts, 2 Function); compares each one's
 /// answers and what it left.
-fn compare(start: &[Option<String>], ops: &[(Op, u8)]) {
+fn compare<V: AsRef<[u8]>>(start: &[Option<V>], ops: &[(Op, u8)]) {
     let clock = ManualClock::at(T0);
     let (m, sc, f, mixed) = (Module::new(), Module::new(), Module::new(), Module::new());
     for b in [&m, &sc, &f, &mixed] {
@@ -805,7 +843,7 @@ proptest! {
     /// the three mixed call by call on the same buckets too.
     #[test]
     fn the_module_answers_and_stores_as_the_scripts(
-        start in proptest::collection::vec(start_value(), 3),
+        start in proptest::collection::vec(in_either_form(start_value()), 3),
         ops in proptest::collection::vec((op(), 0u8..3), 1..40),
     ) {
         compare(&start, &ops);
@@ -1122,7 +1160,7 @@ proptest! {
     /// a_converted_debt_up_to_max_booked_is_reported_alike_on_every_path).
     #[test]
     fn the_module_answers_and_stores_as_the_scripts_at_the_extremes(
-        start in proptest::collection::vec(extreme_start(), 3),
+        start in proptest::collection::vec(in_either_form(extreme_start()), 3),
         ops in proptest::collection::vec((extreme_op(), 0u8..3), 1..30),
     ) {
         compare(&start, &ops);
@@ -1254,6 +1292,60 @@ fn one_plain_acquire_from(v: String) {
         request: None,
     };
     compare(&[Some(v), None, None], &[(acquire, 0)]);
+}
+
+/// One acquire (cost 1, 10 a second, counted as `kind`) by one path (0 module, 1 scripts, 2
+/// Function) on a bucket holding `start`: the answer, and the value left.
+fn acquire_by(path: u8, kind: PolicyKind, start: &[u8]) -> (String, Vec<u8>) {
+    let clock = ManualClock::at(T0 + 500);
+    let m = Module::new();
+    seed(&m.prefix, &[Some(start)]);
+    let mut s = match path {
+        0 => m.store(Some(clock.clock())),
+        1 => m.store(Some(clock.clock())).scripts_only(),
+        _ => m.store(Some(clock.clock())).without_module(),
+    };
+    let acquire = Op::Acquire {
+        k: 0,
+        kind,
+        limit: 10,
+        per_ms: 1_000,
+        cost: 1,
+        inflight: 0,
+        dry_run: false,
+        request: None,
+    };
+    let answer = run_op(&mut s, &acquire, &mut Vec::new());
+    let left: Vec<u8> = redis::cmd("GET")
+        .arg(name(&m.prefix, &bucket(0), "b", &bucket(0).bucket))
+        .query(&mut admin())
+        .unwrap();
+    (answer, left)
+}
+
+/// A bucket in binary (the form a later build writes) is decided by every path as the same
+/// bucket in text, and written back in binary, the same numbers: hosts reading either form
+/// share it.
+#[test]
+fn a_binary_bucket_is_decided_as_its_text_and_stays_binary_on_every_path() {
+    for (kind, text) in [
+        (
+            PolicyKind::TokenBucket,
+            format!("4000 {T0} {} {T0} 1 2 3", T0 + 600),
+        ),
+        (
+            PolicyKind::SlidingWindow,
+            format!("4000 {T0} {} {T0} 1 2 3 2 3000", T0 + 600),
+        ),
+    ] {
+        for path in 0..3 {
+            let (a, t) = acquire_by(path, kind, text.as_bytes());
+            let (b, bin) = acquire_by(path, kind, &binary_of(&text).unwrap());
+            assert_eq!(a, b, "path {path}, {text}: the answers");
+            let t = String::from_utf8(t).unwrap();
+            assert_eq!(bin, binary_of(&t).unwrap(), "path {path}: {t} in binary");
+        }
+    }
 }
 
 /// A stored value whose numbers are past 64 bits, or past an i64 in a signed field, is read by

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use ratelimit::core::keyswitch::{KeyRecord, STAMP_NOW};
 use ratelimit::opslog::OpsLog;
 use ratelimit::storage::redis::{RedisSettings, RedisStore, Target};
-use ratelimit::storage::{system_clock, Clock, ErrorKind, KeyRecords, Reports, Store};
+use ratelimit::storage::{system_clock, Batching, Clock, ErrorKind, KeyRecords, Reports, Store};
 use servers::OwnServer;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -1174,6 +1174,47 @@ fn foreign_values_never_make_stats_top_or_the_key_record_fail() {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A bucket in binary (the form a later build writes: bucket.lua's `format_bucket`) is shown
+/// by top with its counts, and denials added from a deny cache keep it binary.
+#[test]
+fn a_binary_bucket_is_in_top_with_its_counts_and_stays_binary_when_denials_are_added() {
+    let r = Redis::single();
+    let mut c = admin();
+    let mut s = r.store(None);
+    let k = key(61);
+    for allowed in [true, false] {
+        let v = s.acquire(&k, &ask(1, 86_400_000, 0), 60_000, &mut none());
+        assert_eq!(v.unwrap().verdict.allowed, allowed);
+    }
+    let name = format!("{}{{{}}}b:{}", r.prefix, hex(&k.group), hex(&k.bucket));
+    let text: String = redis::cmd("GET").arg(&name).query(&mut c).unwrap();
+    let fields: Vec<i64> = text.split(' ').map(|f| f.parse().unwrap()).collect();
+    assert_eq!(fields[4..], [1, 1, 0], "{text}");
+    let binary = |fields: &[i64]| {
+        let mut v = vec![1u8];
+        v.extend(fields.iter().flat_map(|f| f.to_le_bytes()));
+        v
+    };
+    let _: () = redis::cmd("SET")
+        .arg(&name)
+        .arg(binary(&fields))
+        .arg("KEEPTTL")
+        .query(&mut c)
+        .unwrap();
+    let top = s.top(10).unwrap();
+    assert_eq!(top.len(), 1);
+    assert_eq!(
+        (top[0].bucket, top[0].allowed, top[0].denied_rate),
+        (k.bucket, 1, 1)
+    );
+    assert_eq!(top[0].tokens_milli, fields[0] as u64);
+    s.add_denials(&[(k, 5)]).unwrap();
+    let after: Vec<u8> = redis::cmd("GET").arg(&name).query(&mut c).unwrap();
+    let mut expected = fields.clone();
+    expected[5] += 5;
+    assert_eq!(after, binary(&expected));
 }
 
 /// A server that refused Functions, restarted with them allowed (an upgrade to 7.x, an ACL

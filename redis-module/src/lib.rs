@@ -332,6 +332,7 @@ fn damaged(ctx: &Context, key: &RedisString, p: &Policy, now: i64) -> RedisError
         full_at: now.saturating_add(p.per_ms() as i64),
         used_at: now,
         counts: [0; 3],
+        binary: false,
     };
     match stored::write(ctx, key, &empty, p.per_ms() as i64 + GRACE_MS) {
         Ok(()) => RedisError::Str(
@@ -344,21 +345,12 @@ fn damaged(ctx: &Context, key: &RedisString, p: &Policy, now: i64) -> RedisError
 fn keep_bucket(
     ctx: &Context,
     key: &RedisString,
-    p: &Policy,
-    b: Bucket,
-    counts: [u64; 3],
+    s: &Stored,
     last_lease: Option<i64>,
     now: i64,
 ) -> Result<(), RedisError> {
-    let full_at = b.full_at(p);
-    let last = last_lease.map_or(full_at, |l| l.max(full_at));
-    let s = Stored {
-        bucket: b,
-        full_at,
-        used_at: now,
-        counts,
-    };
-    stored::write(ctx, key, &s, ttl_until(last, now))
+    let last = last_lease.map_or(s.full_at, |l| l.max(s.full_at));
+    stored::write(ctx, key, s, ttl_until(last, now))
 }
 
 /// Counts a decision in a bucket's counts (allowed, rate-denied, inflight-denied), saturating:
@@ -586,14 +578,8 @@ fn plain_acquire(
     let d = decision::decide(stored.map(|s| s.bucket), &ask, Slots::default(), now);
     let mut counts = stored.map_or([0; 3], |s| s.counts);
     count_decision(&mut counts, d.verdict.reason);
-    let full_at = d.bucket.full_at(&p);
-    let s = Stored {
-        bucket: d.bucket,
-        full_at,
-        used_at: now,
-        counts,
-    };
-    opened.write(ctx, &s, ttl_until(full_at, now))?;
+    let s = Stored::decided(d.bucket, &p, counts, stored.as_ref(), now);
+    opened.write(ctx, &s, ttl_until(s.full_at, now))?;
     let flags = i64::from(d.verdict.dry_run) + 4 * i64::from(d.clock_regressed);
     reply_acquire(ctx, &d.verdict, flags, b"", 0)
 }
@@ -686,7 +672,8 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             (d.verdict.reason == Reason::Ok && max_inflight > 0 && !lease_id.as_slice().is_empty())
                 .then_some((lease_id, lease_ttl));
         let last_lease = keep_leases(ctx, lk, take, slots.live, now)?;
-        keep_bucket(ctx, bk, &p, d.bucket, counts, last_lease, now)?;
+        let s = Stored::decided(d.bucket, &p, counts, stored.as_ref(), now);
+        keep_bucket(ctx, bk, &s, last_lease, now)?;
         let lease = remember_admission(
             ctx,
             &q,
@@ -777,7 +764,14 @@ fn acquire_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 count_decision(&mut counts, d.verdict.reason);
             }
             let last = if k == 0 { last_lease } else { None };
-            keep_bucket(ctx, key, &asks[k].policy, d.buckets[k], counts, last, now)?;
+            let s = Stored::decided(
+                d.buckets[k],
+                &asks[k].policy,
+                counts,
+                stored[k].as_ref(),
+                now,
+            );
+            keep_bucket(ctx, key, &s, last, now)?;
         }
         let lease = remember_admission(ctx, &q, all, take, request_ttl, now)?;
         Ok(RedisValue::Array(vec![
@@ -878,6 +872,7 @@ fn refund(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             full_at,
             used_at: now,
             counts: s.counts,
+            binary: s.binary,
         };
         stored::write(ctx, bk, &written, ttl)?;
         Ok(RedisValue::Integer(flags + 1))

@@ -2,11 +2,13 @@
 //! `parse_bucket` of bucket.lua): one string, milli-tokens, stamp, full again at, last
 //! decision, then its allowed, rate-denied and inflight-denied counts, in decimal, separated by
 //! one space; a window (or any state with a previous window) adds its policy's code and the
-//! previous window's milli-tokens, a token bucket keeps the 7 fields older builds read. Read and
-//! written with the key API (no command round trip inside Redis): the decision's hot path is
-//! this GET and this SET.
+//! previous window's milli-tokens, a token bucket keeps the 7 fields older builds read. Or the
+//! same numbers in binary (`parse_binary` of bucket.lua): a mark byte, then each number as a
+//! little-endian i64. A value is written in the form it was read in. Read and written with the
+//! key API (no command round trip inside Redis): the decision's hot path is this GET and this
+//! SET.
 
-use ratelimit::core::bucket::{Bucket, Kind};
+use ratelimit::core::bucket::{Bucket, Kind, Policy};
 use redis_module::key::RedisKeyWritable;
 use redis_module::raw::KeyType;
 use redis_module::{Context, RedisError, RedisString};
@@ -19,6 +21,28 @@ pub struct Stored {
     pub used_at: i64,
     /// Allowed, rate-denied, inflight-denied.
     pub counts: [u64; 3],
+    /// Read in binary, and so written.
+    pub binary: bool,
+}
+
+impl Stored {
+    /// What a decision at `now` leaves of `prior` (the value it read, if any): `bucket`, full
+    /// again as `p` refills it, `counts`, in `prior`'s form.
+    pub fn decided(
+        bucket: Bucket,
+        p: &Policy,
+        counts: [u64; 3],
+        prior: Option<&Stored>,
+        now: i64,
+    ) -> Self {
+        Self {
+            bucket,
+            full_at: bucket.full_at(p),
+            used_at: now,
+            counts,
+            binary: prior.is_some_and(|s| s.binary),
+        }
+    }
 }
 
 pub enum Read {
@@ -33,6 +57,9 @@ pub enum Read {
 /// range. Read in one pass, digits to numbers as they come (splitting first and parsing each
 /// field as text was a sixth of a decision's time in the module, callgrind, issue 24).
 pub fn parse(v: &[u8]) -> Option<Stored> {
+    if v.first() == Some(&BINARY_MARK) {
+        return parse_binary(v);
+    }
     let mut r = Reader { v, at: 0 };
     let tokens = r.unsigned()?;
     let stamp = r.next()?.signed()?;
@@ -65,6 +92,45 @@ pub fn parse(v: &[u8]) -> Option<Stored> {
         full_at,
         used_at,
         counts,
+        binary: false,
+    })
+}
+
+/// The first byte of a binary value (a text value's is a digit).
+const BINARY_MARK: u8 = 1;
+
+/// The largest magnitude of a binary value's numbers: each is exact in a Lua double.
+const MAX_BINARY: i64 = (1 << 53) - 1;
+
+/// The mark, then 7 numbers (a token bucket) or 9 (a window's code and previous window after
+/// them), each a little-endian i64 from -MAX_BINARY to MAX_BINARY, those that count from 0, the
+/// code 0 to 3: bucket.lua's `parse_binary`.
+fn parse_binary(v: &[u8]) -> Option<Stored> {
+    let n = match v.len() {
+        57 => 7,
+        73 => 9,
+        _ => return None,
+    };
+    let mut f = [0i64; 9];
+    for (i, x) in f.iter_mut().take(n).enumerate() {
+        let b: [u8; 8] = v[1 + 8 * i..9 + 8 * i].try_into().ok()?;
+        *x = i64::from_le_bytes(b);
+        if !(-MAX_BINARY..=MAX_BINARY).contains(x) {
+            return None;
+        }
+    }
+    let count = |x: i64| u64::try_from(x).ok();
+    Some(Stored {
+        bucket: Bucket {
+            tokens: count(f[0])?,
+            stamp: f[1],
+            prev: count(f[8])?,
+            kind: Kind::from_code(f[7])?,
+        },
+        full_at: f[2],
+        used_at: f[3],
+        counts: [count(f[4])?, count(f[5])?, count(f[6])?],
+        binary: true,
     })
 }
 
@@ -135,9 +201,42 @@ impl Reader<'_> {
 
 #[cfg(test)]
 pub fn format(s: &Stored) -> String {
+    String::from_utf8(format_bytes(s)).unwrap_or_default()
+}
+
+#[cfg(test)]
+pub fn format_bytes(s: &Stored) -> Vec<u8> {
     let mut out = [0u8; MAX_LEN];
     let n = put(&mut out, s);
-    String::from_utf8(out[..n].to_vec()).unwrap_or_default()
+    out[..n].to_vec()
+}
+
+/// A binary value (`format_bucket` of bucket.lua): a count saturates at MAX_BINARY; every other
+/// number is written as it is (read back out of range, it is damaged, as in Lua).
+fn put_binary(out: &mut [u8; MAX_LEN], s: &Stored) -> usize {
+    let count = |c: u64| c.min(MAX_BINARY as u64) as i64;
+    let b = &s.bucket;
+    let fields = [
+        b.tokens as i64,
+        b.stamp,
+        s.full_at,
+        s.used_at,
+        count(s.counts[0]),
+        count(s.counts[1]),
+        count(s.counts[2]),
+        i64::from(b.kind.code()),
+        b.prev as i64,
+    ];
+    let n = if b.kind == Kind::TokenBucket && b.prev == 0 {
+        7
+    } else {
+        9
+    };
+    out[0] = BINARY_MARK;
+    for (i, f) in fields.iter().take(n).enumerate() {
+        out[1 + 8 * i..9 + 8 * i].copy_from_slice(&f.to_le_bytes());
+    }
+    1 + 8 * n
 }
 
 /// The longest value: 9 numbers of at most 20 characters (a sign included), 8 spaces.
@@ -146,6 +245,9 @@ const MAX_LEN: usize = 9 * 20 + 8;
 /// Writes the value at the start of `out`, and says how long it is (decimal by hand:
 /// `format!` was a tenth of a decision's time; on the stack: no allocation).
 fn put(out: &mut [u8; MAX_LEN], s: &Stored) -> usize {
+    if s.binary {
+        return put_binary(out, s);
+    }
     let fields = [
         (false, s.bucket.tokens),
         (s.bucket.stamp < 0, s.bucket.stamp.unsigned_abs()),
@@ -337,6 +439,7 @@ mod tests {
                     full_at: stamp.wrapping_add(1),
                     used_at: stamp,
                     counts: [u, u / 7, 3],
+                    binary: false,
                 };
                 let expected = format!(
                     "{u} {stamp} {} {stamp} {u} {} 3 2 {u}",
@@ -356,6 +459,7 @@ mod tests {
             full_at: 1_700_000_012_000,
             used_at: 1_700_000_000_000,
             counts: [1, 2, 3],
+            binary: false,
         };
         assert_eq!(format(&s), "4000 -5 1700000012000 1700000000000 1 2 3");
         assert_eq!(parse(format(&s).as_bytes()), Some(s));
@@ -373,6 +477,7 @@ mod tests {
             full_at: 1_700_000_020_000,
             used_at: 1_700_000_000_500,
             counts: [4, 5, 6],
+            binary: false,
         };
         assert_eq!(
             format(&s),
@@ -424,6 +529,7 @@ mod tests {
             full_at: signed(f[2])?,
             used_at: signed(f[3])?,
             counts: [unsigned(f[4])?, unsigned(f[5])?, unsigned(f[6])?],
+            binary: false,
         })
     }
 
@@ -511,6 +617,90 @@ mod tests {
             "1 - 3 4 5 6 7",
         ] {
             assert_eq!(parse(v.as_bytes()), None, "{v:?}");
+        }
+    }
+
+    fn binary(fields: &[i64]) -> Vec<u8> {
+        let mut v = vec![BINARY_MARK];
+        for f in fields {
+            v.extend(f.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn a_binary_value_is_read_as_its_text_and_written_back_in_binary() {
+        for text in [
+            "4000 -5 1700000012000 1700000000000 1 2 3",
+            "2000 1700000000000 1700000020000 1700000000500 4 5 6 2 3000",
+            "0 10 20 10 1 0 0 3 7",
+        ] {
+            let fields: Vec<i64> = text.split(' ').map(|f| f.parse().unwrap()).collect();
+            let b = binary(&fields);
+            let read = parse(&b).unwrap();
+            assert!(read.binary);
+            assert_eq!(
+                Stored {
+                    binary: false,
+                    ..read
+                },
+                parse(text.as_bytes()).unwrap()
+            );
+            assert_eq!(format_bytes(&read), b, "{text}");
+        }
+    }
+
+    /// A window's two fields of zeros is a token bucket (as in text), written back in 7.
+    #[test]
+    fn a_binary_token_bucket_with_a_zero_window_is_written_in_seven_numbers() {
+        let read = parse(&binary(&[1, 2, 3, 4, 5, 6, 7, 0, 0])).unwrap();
+        assert_eq!(format_bytes(&read), binary(&[1, 2, 3, 4, 5, 6, 7]));
+    }
+
+    #[test]
+    fn a_binary_count_saturates_at_the_largest_binary_number() {
+        let mut s = parse(&binary(&[1, 2, 3, 4, MAX_BINARY, 0, 0])).unwrap();
+        s.counts[0] += 1;
+        s.counts[2] = u64::MAX;
+        assert_eq!(
+            format_bytes(&s),
+            binary(&[1, 2, 3, 4, MAX_BINARY, 0, MAX_BINARY])
+        );
+    }
+
+    #[test]
+    fn a_binary_value_out_of_its_ranges_or_length_is_damaged() {
+        let ok = [
+            0,
+            -MAX_BINARY,
+            MAX_BINARY,
+            0,
+            MAX_BINARY,
+            0,
+            0,
+            3,
+            MAX_BINARY,
+        ];
+        assert!(parse(&binary(&ok)).is_some());
+        for (i, bad) in [
+            (0, -1),
+            (1, -MAX_BINARY - 1),
+            (2, MAX_BINARY + 1),
+            (3, i64::MIN),
+            (4, -1),
+            (6, i64::MAX),
+            (7, 4),
+            (7, -1),
+            (8, -1),
+        ] {
+            let mut f = ok;
+            f[i] = bad;
+            assert_eq!(parse(&binary(&f)), None, "field {i} = {bad}");
+        }
+        for len in [1, 56, 58, 72, 74] {
+            let mut v = binary(&ok);
+            v.resize(len, 0);
+            assert_eq!(parse(&v), None, "{len} bytes");
         }
     }
 }

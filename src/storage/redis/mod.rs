@@ -183,8 +183,13 @@ fn unhex16(s: &str) -> Option<[u8; 16]> {
 }
 
 /// A stored bucket as `acquire.lua` writes it: milli-tokens, stamp, full again at, last
-/// decision, allowed, rate-denied and inflight-denied counts.
-fn parse_bucket(v: &str) -> Option<[i64; 7]> {
+/// decision, allowed, rate-denied and inflight-denied counts; in either form (bucket.lua's
+/// `format_bucket`: text, or binary).
+fn parse_bucket(v: &[u8]) -> Option<[i64; 7]> {
+    if v.first() == Some(&BINARY_MARK) {
+        return parse_binary(v);
+    }
+    let v = std::str::from_utf8(v).ok()?;
     let mut out = [0i64; 7];
     let mut fields = v.split(' ');
     for o in out.iter_mut() {
@@ -198,6 +203,35 @@ fn parse_bucket(v: &str) -> Option<[i64; 7]> {
         .then_some(out),
         _ => None,
     }
+}
+
+/// The first byte of a binary value (never a digit: a text value starts with one).
+const BINARY_MARK: u8 = 1;
+
+/// A binary value (bucket.lua's `parse_binary`): the mark, then 7 or 9 little-endian i64, each
+/// within 2^53 - 1 of zero, those that count from 0, the policy's code from 0 to 3.
+fn parse_binary(v: &[u8]) -> Option<[i64; 7]> {
+    const MAX: i64 = (1 << 53) - 1;
+    let n = match v.len() {
+        57 => 7,
+        73 => 9,
+        _ => return None,
+    };
+    let field = |i: usize| {
+        let b: [u8; 8] = v[1 + 8 * i..9 + 8 * i].try_into().ok()?;
+        Some(i64::from_le_bytes(b)).filter(|x| (-MAX..=MAX).contains(x))
+    };
+    let mut out = [0i64; 7];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = field(i)?;
+    }
+    let (kind, prev) = if n == 9 {
+        (field(7)?, field(8)?)
+    } else {
+        (0, 0)
+    };
+    let unsigned = [out[0], out[4], out[5], out[6], prev];
+    (unsigned.iter().all(|x| *x >= 0) && (0..=3).contains(&kind)).then_some(out)
 }
 
 /// The reply of `acquire_all.lua`: reported, flags, lease, expired, the combined verdict and
@@ -941,7 +975,7 @@ impl Reports for RedisStore {
         let mut views = Vec::new();
         let after = format!("({}", self.now_for_read()?);
         for name in &buckets {
-            let stored: Option<String> = damaged_is_none(
+            let stored: Option<Vec<u8>> = damaged_is_none(
                 self.conn
                     .call(Route::Key(name), |c| redis::cmd("GET").arg(name).query(c)),
             )?
@@ -1162,5 +1196,60 @@ mod reply_tests {
             items[1] = Value::BulkString(b"12".to_vec());
         }
         assert_eq!(AcquireReply::from_redis_value(v).unwrap().head.1, 12);
+    }
+}
+
+#[cfg(test)]
+mod stored_tests {
+    use super::parse_bucket;
+
+    /// A binary value as bucket.lua's `format_bucket` packs it.
+    fn binary(fields: &[i64]) -> Vec<u8> {
+        let mut v = vec![1u8];
+        for f in fields {
+            v.extend(f.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn a_value_is_read_alike_in_either_form() {
+        let fields = [999_000, -5, 6_000, 7, 12, 3, 4];
+        assert_eq!(parse_bucket(b"999000 -5 6000 7 12 3 4"), Some(fields));
+        assert_eq!(parse_bucket(&binary(&fields)), Some(fields));
+        let mut window = fields.to_vec();
+        window.extend([2, 500]);
+        assert_eq!(parse_bucket(b"999000 -5 6000 7 12 3 4 2 500"), Some(fields));
+        assert_eq!(parse_bucket(&binary(&window)), Some(fields));
+    }
+
+    #[test]
+    fn a_binary_value_out_of_its_ranges_or_length_is_none() {
+        let max = (1i64 << 53) - 1;
+        let ok = [0, -max, max, 0, max, 0, 0, 3, max];
+        assert!(parse_bucket(&binary(&ok)).is_some());
+        for (i, bad) in [
+            (0, -1),
+            (1, -max - 1),
+            (2, max + 1),
+            (4, -1),
+            (6, max + 1),
+            (7, 4),
+            (7, -1),
+            (8, -1),
+        ] {
+            let mut f = ok;
+            f[i] = bad;
+            assert_eq!(parse_bucket(&binary(&f)), None, "field {i} = {bad}");
+        }
+        let whole = binary(&ok);
+        for len in [0, 1, 56, 58, 72, 74] {
+            let mut v = whole.clone();
+            v.resize(len, 0);
+            if len > 0 {
+                v[0] = 1;
+            }
+            assert_eq!(parse_bucket(&v), None, "{len} bytes");
+        }
     }
 }

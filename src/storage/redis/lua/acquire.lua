@@ -70,7 +70,7 @@ if max_inflight > 0 then
 end
 
 local stored, counts = full(p, now), { 0, 0, 0 }
-local t, s, _, _, a, d, i, k, pv = parse_bucket(get_bucket(KEYS[1]))
+local t, s, _, _, a, d, i, k, pv, binary = parse_bucket(get_bucket(KEYS[1]))
 if t == false then
   damaged(KEYS[1], p, now)
 end
@@ -121,7 +121,8 @@ end
 -- be full again (it then holds no information) and none of its leases lives, a second later:
 -- a margin for a decision clock that is not the one Redis expires keys by (the host's, when
 -- the server refuses TIME in scripts). A full bucket kept longer decides as a missing one.
-redis.call('SET', KEYS[1], format_bucket(b.tokens, b.stamp, full_again, now, counts, b.kind, b.prev), 'PX',
+redis.call('SET', KEYS[1],
+  format_bucket(b.tokens, b.stamp, full_again, now, counts, b.kind, b.prev, binary), 'PX',
   int(math.max(0, last - now) + GRACE_MS))
 
 local remaining = whole_tokens(p, b, now)

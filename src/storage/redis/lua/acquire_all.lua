@@ -21,13 +21,14 @@ local lease_ttl, lease_id, request_ttl = tonumber(ARGV[3]), ARGV[4], tonumber(AR
 local max_inflight = tonumber(ARGV[7])
 local LK, QK = KEYS[n + 1], KEYS[n + 2]
 
-local ps, cost, dry, stored, counts = {}, {}, {}, {}, {}
+local ps, cost, dry, stored, counts, binary = {}, {}, {}, {}, {}, {}
 for i = 1, n do
   local o = 9 + (i - 1) * 5
   ps[i] = policy(tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), ARGV[o + 5])
   cost[i] = tonumber(ARGV[o + 3]) * MILLI
   dry[i] = ARGV[o + 4] == '1'
-  local t, s, _, _, a, d, f, k, pv = parse_bucket(get_bucket(KEYS[i]))
+  local t, s, _, _, a, d, f, k, pv, bin = parse_bucket(get_bucket(KEYS[i]))
+  binary[i] = bin
   if t == false then
     damaged(KEYS[i], ps[i], now)
   end
@@ -133,7 +134,7 @@ for i = 1, n do
     last = math.max(last, latest)
   end
   redis.call('SET', KEYS[i], format_bucket(bs[i].tokens, bs[i].stamp, full_again, now, counts[i],
-    bs[i].kind, bs[i].prev), 'PX',
+    bs[i].kind, bs[i].prev, binary[i]), 'PX',
     int(math.max(0, last - now) + GRACE_MS))
 end
 

@@ -78,7 +78,7 @@ local function lean_acquire(keys, args)
   local p = policy(limit, per, tonumber(code or '0'))
 
   local stored, counts = full(p, now), { 0, 0, 0 }
-  local t, s, _, _, a, d, i, k, pv = parse_bucket(v)
+  local t, s, _, _, a, d, i, k, pv, binary = parse_bucket(v)
   if t == false then
     damaged(key, p, now)
   end
@@ -95,8 +95,8 @@ local function lean_acquire(keys, args)
   end
   counts[reason + 1] = counts[reason + 1] + 1
   local full_again = full_at(p, b)
-  redis.call('SET', key, format_bucket(b.tokens, b.stamp, full_again, now, counts, b.kind, b.prev),
-    'PX', int(math.max(0, full_again - now) + 1000))
+  redis.call('SET', key, format_bucket(b.tokens, b.stamp, full_again, now, counts, b.kind, b.prev,
+    binary), 'PX', int(math.max(0, full_again - now) + 1000))
 
   local flags = 0
   if reason ~= 0 and args[5] == '1' then

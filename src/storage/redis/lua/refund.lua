@@ -10,7 +10,7 @@
 local now = now_ms(ARGV[1])
 local p = policy(tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[5])
 local milli = tonumber(ARGV[4]) * MILLI
-local t, s, _, _, a, d, i, k, pv = parse_bucket(get_bucket(KEYS[1]))
+local t, s, _, _, a, d, i, k, pv, binary = parse_bucket(get_bucket(KEYS[1]))
 if t == false then
   damaged(KEYS[1], p, now)
 end
@@ -65,6 +65,6 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl <= 0 then
   ttl = math.max(0, full_at(p, b) - now) + 1000
 end
-redis.call('SET', KEYS[1], format_bucket(b.tokens, b.stamp, full_at(p, b), now, { a, d, i }, b.kind, b.prev),
-  'PX', int(ttl))
+redis.call('SET', KEYS[1], format_bucket(b.tokens, b.stamp, full_at(p, b), now, { a, d, i }, b.kind,
+  b.prev, binary), 'PX', int(ttl))
 return flags + 1

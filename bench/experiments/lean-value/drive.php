@@ -1,0 +1,84 @@
+<?php
+// The loop bench/experiments/lean-value measures: php drive.php PORT N PEER
+// N calls round-robin over 1000 subjects, each seeded first with a value of its form (the
+// limit is never reached: every call refills, takes and writes). PEER: floor (EVALSHA of
+// `return 1`, phpredis), peer (bench/redis/lib.php's phpredis + Lua token bucket), or a
+// function of the prototype library: cur (the Function as it is), bin7, bin2, txt2, tgs.
+// With N = 0: prints the medians and p99 of ROUNDS interleaved rounds of every PEER instead.
+declare(strict_types=1);
+require __DIR__ . '/../../redis/lib.php'; // PEER_LUA
+[, $port, $n, $which] = $argv + [null, '6379', '1000', 'cur'];
+$r = new Redis();
+$r->connect('127.0.0.1', (int) $port);
+const SUBJECTS = 1000;
+$peerSha = $r->script('load', PEER_LUA);
+$floorSha = $r->script('load', 'return 1');
+$call = function (string $peer, int $i) use ($r, $peerSha, $floorSha) {
+    $k = "$peer:" . ($i % SUBJECTS);
+    return match ($peer) {
+        'floor' => $r->evalSha($floorSha, [$k], 1),
+        'peer' => $r->evalSha($peerSha, [$k, '1000000000', '60000', '1'], 1),
+        default => $r->rawCommand('FCALL', $peer, '1', $k, '', '1000000000', '60000', '1'),
+    };
+};
+/** Every subject's value in PEER's form (the peer makes its own hash by a first call). */
+function seed(Redis $r, string $peer, Closure $call): void
+{
+    $cap = 1000000000 * 1000;
+    $now = (int) (microtime(true) * 1000);
+    for ($i = 0; $i < SUBJECTS; $i++) {
+        $v = match ($peer) {
+            'floor' => null,
+            'peer' => $call('peer', $i),
+            'bin7' => pack('CP7', 1, $cap, $now, $now, $now, 5, 0, 0),
+            'bin2' => pack('P2', $cap, $now),
+            'txt2' => "$cap $now",
+            default => "$cap $now $now $now 5 0 0",
+        };
+        if (is_string($v)) {
+            $r->set("$peer:$i", $v);
+        } elseif ($v === false) {
+            fwrite(STDERR, "drive.php: $peer failed: " . $r->getLastError() . "\n");
+            exit(1);
+        }
+    }
+    // Each call checked once: an error is no figure.
+    if ($call($peer, 0) === false) {
+        fwrite(STDERR, "drive.php: $peer failed: " . $r->getLastError() . "\n");
+        exit(1);
+    }
+}
+if ((int) $n > 0) {
+    seed($r, $which, $call);
+    for ($i = 0; $i < (int) $n; $i++) {
+        $call($which, $i);
+    }
+    exit(0);
+}
+$peers = ['floor', 'tgs', 'peer', 'cur', 'bin7', 'bin2', 'txt2'];
+$rounds = (int) (getenv('ROUNDS') ?: 7);
+$med = $p99 = [];
+foreach ($peers as $p) {
+    seed($r, $p, $call);
+}
+for ($round = 0; $round < $rounds; $round++) {
+    foreach ($round % 2 ? array_reverse($peers) : $peers as $p) {
+        $t = [];
+        for ($i = 0; $i < 20000; $i++) {
+            $a = hrtime(true);
+            $call($p, $i);
+            $t[] = hrtime(true) - $a;
+        }
+        sort($t);
+        $med[$p][] = $t[10000] / 1000;
+        $p99[$p][] = $t[19800] / 1000;
+    }
+}
+$m = function (array $a): float {
+    sort($a);
+    return $a[intdiv(count($a), 2)];
+};
+$floor = $m($med['floor']);
+foreach ($peers as $p) {
+    printf("%-6s median %5.1f us  p99 %5.1f us  %.3fx the floor\n", $p, $m($med[$p]), $m($p99[$p]), $m($med[$p]) / $floor);
+}
