@@ -748,6 +748,22 @@ mod tests {
         }
     }
 
+    /// Opens the site's breaker with decisions timing out on a server whose cheap calls (the
+    /// counters, the key record, stats) still answer, as when only the decision command hangs;
+    /// then lets `retry_ms` pass: half-open.
+    fn half_open_with_only_decisions_sick(h: &Host, f: &mut Failover) {
+        h.primary
+            .0
+            .borrow_mut()
+            .failing
+            .insert(key(1).bucket, ErrorKind::Timeout);
+        for _ in 0..3 {
+            assert_eq!(acquire(f, 0).unwrap_err().kind(), ErrorKind::Timeout);
+        }
+        h.time.set(2_000);
+        assert_eq!(f.state(), Some(BreakerState::HalfOpen));
+    }
+
     fn refund(f: &mut Failover) -> Result<bool, StoreError> {
         (f as &mut dyn Store).refund(&key(1), &ask(0).policy, 1, &mut Counters::default())
     }
@@ -923,6 +939,105 @@ mod tests {
         h.time.set(2_999);
         assert_eq!(acquire(&mut a, 0).unwrap_err().what(), OPEN);
         assert_eq!(h.primary.calls(), calls + 1);
+    }
+
+    /// The probe must prove that decisions work: a counters flush that a sick decision path
+    /// does not stop never closes the breaker, and every worker does not go back to waiting.
+    #[test]
+    fn half_open_a_call_that_is_no_decision_does_not_close_it_and_the_next_decision_probes() {
+        let h = host();
+        let mut a = h.breaker_only();
+        half_open_with_only_decisions_sick(&h, &mut a);
+        let _ = (&mut a as &mut dyn Store).flush(&mut Counters::default());
+        assert_eq!(a.state(), Some(BreakerState::HalfOpen), "not closed by it");
+        let calls = h.primary.calls();
+        assert_eq!(acquire(&mut a, 0).unwrap_err().kind(), ErrorKind::Timeout);
+        assert_eq!(h.primary.calls(), calls + 1, "the decision was the probe");
+        assert_eq!(
+            acquire(&mut a, 0).unwrap_err().what(),
+            OPEN,
+            "its failure reopened it: the next decision waits for nothing"
+        );
+    }
+
+    /// While half-open, a call that is no decision gets what it gets while open: the breaker's
+    /// error at once, the primary not asked; stats partial, the pressure view empty, a release
+    /// an error to try again, a refund nothing back, the carried counts still carried.
+    #[test]
+    fn half_open_a_call_that_is_no_decision_is_refused_at_once_as_while_open() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let lease = a
+            .acquire(&key(2), &ask(1), 60_000, &mut Counters::default())
+            .unwrap()
+            .lease
+            .unwrap();
+        half_open_with_only_decisions_sick(&h, &mut a);
+        let calls = h.primary.calls();
+        let mut carried = Counters {
+            unavailable: 1,
+            ..Counters::default()
+        };
+        let s = &mut a as &mut dyn Store;
+        let refused = [
+            s.flush(&mut carried).map(drop),
+            s.key_record(&mut carried).map(drop),
+            s.release(&[lease], &mut carried).map(drop),
+            s.reset(&key(2), &mut carried).map(drop),
+            s.refund(&key(2), &ask(0).policy, 1, &mut carried).map(drop),
+            s.add_denials(&[(key(2), 1)], &mut carried),
+        ];
+        for r in refused {
+            assert_eq!(r.unwrap_err().what(), OPEN);
+        }
+        let stats = s.stats(&mut carried).unwrap();
+        assert_eq!(
+            (stats.partial, stats.breaker),
+            (true, Some(BreakerState::HalfOpen))
+        );
+        assert_eq!(s.top(10, &mut carried).unwrap(), Vec::new());
+        assert_eq!(h.primary.calls(), calls, "the primary was not asked");
+        assert_eq!(carried.unavailable, 1, "still the caller's to write");
+        assert_eq!(h.primary.written().unavailable, 0);
+        assert_eq!(a.state(), Some(BreakerState::HalfOpen));
+    }
+
+    /// Each decision (acquire, acquire_all, peek) may be the probe; its success closes the
+    /// breaker for every call.
+    #[test]
+    fn half_open_a_decision_is_the_probe_and_its_success_closes_it() {
+        type Decide = fn(&mut Failover) -> Result<(), StoreError>;
+        let decisions: [(&str, Decide); 3] = [
+            ("acquire", |f| acquire(f, 0).map(drop)),
+            ("acquire_all", |f| {
+                let mut c = Counters::default();
+                f.acquire_all(&[key(1)], &[ask(0)], 60_000, &mut c)
+                    .map(drop)
+            }),
+            ("peek", |f| {
+                let mut c = Counters::default();
+                f.peek(&key(1), &ask(0).policy, &mut c).map(drop)
+            }),
+        ];
+        for (name, decide) in decisions {
+            let h = host();
+            let mut a = h.breaker_only();
+            open_it(&h, &mut a);
+            h.primary.fail(None);
+            h.time.set(2_000);
+            let calls = h.primary.calls();
+            decide(&mut a).unwrap();
+            assert_eq!(h.primary.calls(), calls + 1, "{name}: the probe");
+            assert_eq!(a.state(), Some(BreakerState::Closed), "{name}");
+            (&mut a as &mut dyn Store)
+                .flush(&mut Counters::default())
+                .unwrap();
+            assert_eq!(
+                h.primary.calls(),
+                calls + 2,
+                "{name}: then every call passes"
+            );
+        }
     }
 
     /// Every failed call is a `redis_errors`; only outages (no answer in time, no connection)
