@@ -10,11 +10,12 @@
 //! host's (`<db_path>.breaker`, and `<db_path>.breaker-<hash of the address>` for each cluster
 //! master), shared by the host's workers: a sick master stops only its own subjects, the
 //! others keep deciding. Past the gate, the rules ([`crate::core::breaker`]) decide under the
-//! file's lock whether this call is the host's one probe. Every failed call to the primary is
-//! counted as `redis_errors`; only outages ([`ErrorKind::is_outage`]: no answer in time, no
-//! connection) are fed to the rules: a server that answered, even with an error, is up, and a
-//! probe that met it closes the breaker. A fault of a breaker file itself never stops a
-//! decision: the call then goes to the primary as if closed.
+//! file's lock whether this call is the host's one probe: only a decision may be ([`Call`]);
+//! any other call is refused, open or half-open. Every failed call to the primary is counted as
+//! `redis_errors`; only outages ([`ErrorKind::is_outage`]: no answer in time, no connection)
+//! are fed to the rules: a server that answered, even with an error, is up, and a probe that
+//! met it closes the breaker. A fault of a breaker file itself never stops a decision: the call
+//! then goes to the primary as if closed.
 //!
 //! **The local fallback** (`ratelimit.redis_fallback=local`). A fault answered "unavailable"
 //! ([`ErrorKind::answer`]; an open breaker's is one) is decided instead by the local store,
@@ -52,6 +53,21 @@ pub const OPEN: &str = "primary store breaker open (redis not asked)";
 
 /// Opens the local store; called on the first need (never at startup), again after a failure.
 pub type LocalStore = Box<dyn FnMut() -> Result<Box<dyn Store>, StoreError>>;
+
+/// Whether a call may be a half-open breaker's probe, whose success closes the breaker. The
+/// probe must prove that what the breaker protects works: the decisions a request waits on.
+/// A cheaper call (a counters flush, the key record, stats) may succeed on a server where the
+/// decision command hangs, and would send every worker back to waiting for its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    /// acquire, acquire_all and peek: each runs the limiter's own command (`RL.ACQUIRE`,
+    /// `RL.ACQUIRE_ALL`, `RL.PEEK`, or its script) on the bucket's server, and a request waits
+    /// for its verdict. Peek is one too, so that a site that only peeks can close its breaker.
+    Decision,
+    /// Everything else (release, reset, refund, denials, counts, stats, top, the key record):
+    /// passes while closed; while open or half-open it is refused at once, never the probe.
+    Other,
+}
 
 /// The most servers whose breakers one process keeps open (a cluster's masters).
 const MAX_NODES: usize = 64;
@@ -263,8 +279,8 @@ impl Failover {
         }
     }
 
-    /// Whether this call may ask `node`, and as the probe or not.
-    fn admit(&mut self, node: &str) -> Result<Admit, StoreError> {
+    /// Whether this call may ask `node`, and as the probe or not (only a decision may probe).
+    fn admit(&mut self, node: &str, call: Call) -> Result<Admit, StoreError> {
         let Some(bs) = self.breakers.as_mut() else {
             return Ok(Admit::Pass);
         };
@@ -286,19 +302,23 @@ impl Failover {
         let Some(b) = bs.get(node)? else {
             return Ok(Admit::Pass);
         };
-        Ok(b.transition(now, |r| r.admit(&cfg, now, timeout))
-            .unwrap_or(Admit::Pass))
+        Ok(b.transition(now, |r| match call {
+            Call::Decision => r.admit(&cfg, now, timeout),
+            Call::Other => r.admit_without_probe(),
+        })
+        .unwrap_or(Admit::Pass))
     }
 
     /// Runs `f` on the primary through `node`'s breaker; a failure adds its `redis_errors` to
     /// `carry` and, if it is an outage, is fed to the breaker's rules.
     fn ask_primary<T>(
         &mut self,
+        call: Call,
         node: &str,
         carry: &mut Counters,
         f: impl FnOnce(&mut dyn Store, &mut Counters) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let admit = self.admit(node)?;
+        let admit = self.admit(node, call)?;
         if admit == Admit::Refuse {
             return Err(StoreError::new(ErrorKind::Unreachable, OPEN));
         }
@@ -362,6 +382,7 @@ impl Failover {
     /// decision). True when the local store answered.
     fn either<T>(
         &mut self,
+        call: Call,
         key: Option<&BucketKey>,
         carry: &mut Counters,
         extra: Counters,
@@ -369,7 +390,7 @@ impl Failover {
     ) -> Result<(T, bool), StoreError> {
         let node = self.node(key);
         if !self.primary_just_failed(&node) {
-            let e = match self.ask_primary(&node, carry, &mut f) {
+            let e = match self.ask_primary(call, &node, carry, &mut f) {
                 Ok(v) => return Ok((v, false)),
                 Err(e) => e,
             };
@@ -409,7 +430,7 @@ impl Failover {
     /// Both stores' stats summed; with the primary unavailable, partial: the local ones (none
     /// without a local store), so that an operator still sees the breaker during an outage.
     fn stats(&mut self, carry: &mut Counters) -> Result<Stats, StoreError> {
-        let primary = self.ask_primary("", carry, |s, c| s.stats(c));
+        let primary = self.ask_primary(Call::Other, "", carry, |s, c| s.stats(c));
         let local = self
             .local_store()
             .map(|l| l.and_then(|l| l.stats(&mut Counters::default())));
@@ -463,9 +484,13 @@ impl Store for Failover {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
-        let (mut a, local) = self.either(Some(key), carry, FALLBACK_DECISION, |s, c| {
-            s.acquire(key, ask, lease_ttl_ms, c)
-        })?;
+        let (mut a, local) = self.either(
+            Call::Decision,
+            Some(key),
+            carry,
+            FALLBACK_DECISION,
+            |s, c| s.acquire(key, ask, lease_ttl_ms, c),
+        )?;
         if local {
             a.verdict.source = Source::Fallback;
         }
@@ -481,9 +506,13 @@ impl Store for Failover {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
-        let (mut a, local) = self.either(keys.first(), carry, FALLBACK_DECISION, |s, c| {
-            s.acquire_all(keys, asks, lease_ttl_ms, c)
-        })?;
+        let (mut a, local) = self.either(
+            Call::Decision,
+            keys.first(),
+            carry,
+            FALLBACK_DECISION,
+            |s, c| s.acquire_all(keys, asks, lease_ttl_ms, c),
+        )?;
         if local {
             a.verdict.source = Source::Fallback;
             for v in &mut a.each {
@@ -499,9 +528,10 @@ impl Store for Failover {
         policy: &Policy,
         carry: &mut Counters,
     ) -> Result<Verdict, StoreError> {
-        let (mut v, local) = self.either(Some(key), carry, Counters::ZERO, |s, c| {
-            s.peek(key, policy, c)
-        })?;
+        let (mut v, local) =
+            self.either(Call::Decision, Some(key), carry, Counters::ZERO, |s, c| {
+                s.peek(key, policy, c)
+            })?;
         if local {
             v.source = Source::Fallback;
         }
@@ -526,7 +556,7 @@ impl Store for Failover {
         }
         let (mut freed, mut elsewhere, mut failure) = (0, Vec::new(), None);
         for (node, group) in by_node {
-            match self.ask_primary(&node, carry, |s, c| s.release(&group, c)) {
+            match self.ask_primary(Call::Other, &node, carry, |s, c| s.release(&group, c)) {
                 Ok(n) => {
                     freed += n;
                     if n < group.len() as u64 {
@@ -555,7 +585,7 @@ impl Store for Failover {
     /// The primary unavailable: its error, after the local store forgot it too.
     fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
         let node = self.node(Some(key));
-        let primary = self.ask_primary(&node, carry, |s, c| s.reset(key, c));
+        let primary = self.ask_primary(Call::Other, &node, carry, |s, c| s.reset(key, c));
         let local = match self.local_store() {
             Some(Ok(l)) => l.reset(key, &mut Counters::default()).unwrap_or(false),
             _ => false,
@@ -576,7 +606,7 @@ impl Store for Failover {
             // an outage gets nothing back either.)
             Query::Refund(key, _, _) => {
                 let node = self.node(Some(key));
-                self.ask_primary(&node, carry, |s, c| s.serve(q, c))
+                self.ask_primary(Call::Other, &node, carry, |s, c| s.serve(q, c))
             }
             // Denials answered in front of the primary's decisions are the primary's, each
             // bucket's through its own server's breaker.
@@ -592,7 +622,9 @@ impl Store for Failover {
                 let mut failure = None;
                 for (node, group) in by_node {
                     let q = Query::AddDenials(&group);
-                    if let Err(e) = self.ask_primary(&node, carry, |s, c| s.serve(q, c)) {
+                    if let Err(e) =
+                        self.ask_primary(Call::Other, &node, carry, |s, c| s.serve(q, c))
+                    {
                         failure.get_or_insert(e);
                     }
                 }
@@ -616,7 +648,7 @@ impl Store for Failover {
                 }
                 Ok(Reply::Done)
             }
-            Query::Flush => match self.ask_primary("", carry, |s, c| s.flush(c)) {
+            Query::Flush => match self.ask_primary(Call::Other, "", carry, |s, c| s.flush(c)) {
                 Ok(()) => {
                     if let Some(l) = self.local.as_mut() {
                         let _ = l.flush(&mut Counters::default());
@@ -629,12 +661,16 @@ impl Store for Failover {
                 },
             },
             // During an outage without a local store, the pressure view is empty, not an error.
-            Query::Top(_) => match self.either(None, carry, Counters::ZERO, |s, c| s.serve(q, c)) {
+            Query::Top(_) => match self.either(Call::Other, None, carry, Counters::ZERO, |s, c| {
+                s.serve(q, c)
+            }) {
                 Err(e) if e.kind().answer() == Answer::Unavailable => Ok(Reply::Top(Vec::new())),
                 r => r.map(|(r, _)| r),
             },
             Query::KeyRecord | Query::RecordKey(..) => self
-                .either(None, carry, Counters::ZERO, |s, c| s.serve(q, c))
+                .either(Call::Other, None, carry, Counters::ZERO, |s, c| {
+                    s.serve(q, c)
+                })
                 .map(|(r, _)| r),
         }
     }
@@ -915,7 +951,7 @@ mod tests {
         h.time.set(1_000 + 1_000);
         assert_eq!(a.state(), Some(BreakerState::HalfOpen));
         // a holds the probe while b comes: b is refused (simulated by taking the slot first).
-        let slot = a.admit("").unwrap();
+        let slot = a.admit("", Call::Decision).unwrap();
         assert!(slot.probe().is_some());
         assert!(acquire(&mut b, 0).is_err());
         assert_eq!(other.calls(), 0);
@@ -1241,6 +1277,9 @@ mod tests {
         assert_eq!(top.unwrap(), Vec::new());
         h.primary.fail(Some(ErrorKind::Misconfigured));
         h.time.set(2_000);
+        // Stats never probe: a decision's probe meets the server and closes the breaker.
+        assert_eq!(stats(&mut a).unwrap().breaker, Some(BreakerState::HalfOpen));
+        acquire(&mut a, 0).unwrap_err();
         let e = stats(&mut a).unwrap_err();
         assert_eq!(
             e.kind(),
