@@ -51,6 +51,11 @@ use std::sync::Arc;
 /// The error of a call the open breaker refused (names no subject, nor the primary's address).
 pub const OPEN: &str = "primary store breaker open (redis not asked)";
 
+/// Whether `e` is a breaker's refusal ([`OPEN`]): the primary was not asked.
+fn refused(e: &StoreError) -> bool {
+    e.kind() == ErrorKind::Unreachable && e.what() == OPEN
+}
+
 /// Opens the local store; called on the first need (never at startup), again after a failure.
 pub type LocalStore = Box<dyn FnMut() -> Result<Box<dyn Store>, StoreError>>;
 
@@ -249,10 +254,11 @@ impl Failover {
         self
     }
 
-    /// After a failure of a server, goes straight to the local store for `ms` (the primary's
-    /// timeout) for that server's calls: the later steps of the same PHP call (a decision after
-    /// its key check) never wait for a failing server a second time, before the host's breaker
-    /// opens. `clock`: monotonic milliseconds.
+    /// After a failure of a server (not a refusal by its breaker, which cost no wait), goes
+    /// straight to the local store for `ms` (the primary's timeout) for that server's calls: the
+    /// later steps of the same PHP call (a decision after its key check) never wait for a
+    /// failing server a second time, before the host's breaker opens. `clock`: monotonic
+    /// milliseconds.
     pub fn pause_after_failure(mut self, clock: Clock, ms: u64) -> Self {
         self.pause = Some((clock, ms.min(i64::MAX as u64) as i64));
         self
@@ -397,7 +403,9 @@ impl Failover {
             if e.kind().answer() == Answer::Error {
                 return Err(e);
             }
-            if let Some((clock, _)) = &self.pause {
+            // The breaker's refusal cost no wait: no pause, so that a key check refused while
+            // half-open leaves its request's decision the probe.
+            if let (Some((clock, _)), false) = (&self.pause, refused(&e)) {
                 let now = clock();
                 self.failed_at.insert(node, now);
             }
@@ -1330,6 +1338,28 @@ mod tests {
         let a = acquire(&mut f, 0).unwrap();
         assert_eq!(a.verdict.source, Source::Store);
         assert_eq!(h.primary.calls(), asked + 1);
+    }
+
+    /// A refusal by the breaker cost no wait and is no failure of the server: it starts no
+    /// pause. A request's key check refused while half-open leaves its decision the probe.
+    #[test]
+    fn half_open_a_refused_key_check_leaves_the_same_requests_decision_the_probe() {
+        let h = host();
+        let mut w = h.worker().pause_after_failure(h.time.clock(), 50);
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut w, 0).unwrap();
+        h.time.set(1_050); // past the pause: the second failure opens it
+        acquire(&mut w, 0).unwrap();
+        assert_eq!(w.state(), Some(BreakerState::Open));
+        h.primary.fail(None);
+        h.time.set(2_050);
+        assert_eq!(w.state(), Some(BreakerState::HalfOpen));
+        (&mut w as &mut dyn Store)
+            .key_record(&mut Counters::default())
+            .unwrap();
+        let d = acquire(&mut w, 0).unwrap();
+        assert_eq!(d.verdict.source, Source::Store, "the decision probed");
+        assert_eq!(w.state(), Some(BreakerState::Closed));
     }
 
     #[test]
