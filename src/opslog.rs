@@ -61,7 +61,7 @@ impl Event {
             Event::FailOpenAdmitting => "an \"unavailable\" decision allowed because `ratelimit.fail_open=1`: requests pass unlimited",
             Event::BreakerOpened => "`redis_breaker_failures` Redis failures within the window, with `redis_fallback = none`: every worker of the host stops asking Redis for `redis_breaker_retry_ms`, its calls \"unavailable\"",
             Event::FallbackSwitched => "the same opening with `redis_fallback = local`: the host's SQLite file decides (per host) until a probe succeeds; counted as `fallback_switches`",
-            Event::BreakerClosed => "the host's one probe succeeded: Redis decides again",
+            Event::BreakerClosed => "the host's one probe (always a decision) succeeded: Redis decides again",
             Event::TableFull => "SQLite held `ratelimit.max_entries` buckets and dropped one that still held information (counted as `evicted`): raise `max_entries`",
             Event::Reopened => "the database file was removed, renamed or replaced: each process opens the path anew (counted as `reopened`)",
             Event::CorruptMovedAside => "a corrupt database moved to `<db_path>.corrupt-<unix time>` and rebuilt: the buckets start afresh",

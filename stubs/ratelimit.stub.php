@@ -43,7 +43,7 @@
  * | ratelimit.redis_allow_eviction | "0" | 0 or 1 (also on/off, yes/no, true/false; empty is 0) | 1: decide also on a Redis whose `maxmemory-policy` evicts keys (every bucket has a time to live, so `volatile-*` policies evict them too: a silently reset limit). 0: such a server is a `RateLimit\Exception` on every call. |
  * | ratelimit.redis_breaker_failures | "5" | an integer from 1 to 1000000 | Redis failures within `redis_breaker_window_ms` that open the host's breaker (calls then skip Redis). |
  * | ratelimit.redis_breaker_window_ms | "10000" | milliseconds from 1 to 3600000 | The window of `redis_breaker_failures`. |
- * | ratelimit.redis_breaker_retry_ms | "1000" | milliseconds from 1 to 3600000 | How long the breaker stays open before one probe per host is let through. |
+ * | ratelimit.redis_breaker_retry_ms | "1000" | milliseconds from 1 to 3600000 | How long the breaker stays open before one probe per host, always a decision, is let through (other calls stay refused until it closes the breaker). |
  * END GENERATED directives
  *
  * Subjects are never stored: only the first 16 bytes of HMAC-SHA256(key, scope . "\0" . subject).

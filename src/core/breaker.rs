@@ -7,10 +7,13 @@
 //!   window; successes in between do not reset the count: the rule is "this many failures this
 //!   quickly", not "this many in a row").
 //! - **Open**: for `retry_ms`, every call is refused without asking the primary.
-//! - **Half-open**: then exactly one call at a time (the probe) is let through. Its success
-//!   closes the breaker (and clears the count); its failure opens it for another `retry_ms`. A
-//!   probe slot is held only until the deadline its taker was given (the probe timeout): a
-//!   worker killed mid-probe blocks the others no longer than that.
+//! - **Half-open**: then exactly one decision at a time (the probe, [`Record::admit`]) is let
+//!   through. Its success closes the breaker (and clears the count); its failure opens it for
+//!   another `retry_ms`. A probe slot is held only until the deadline its taker was given (the
+//!   probe timeout): a worker killed mid-probe blocks the others no longer than that. A call
+//!   that may not probe ([`Record::admit_without_probe`]: the caller's rule is that only
+//!   decisions probe, so that a probe proves what the breaker protects works) is refused, as
+//!   while open, and leaves the slot to a decision.
 //!
 //! Reports of calls that were not the current probe (a call let through before the breaker
 //! opened and ending late, a probe that outlived its deadline) change nothing once it is open.
@@ -55,7 +58,8 @@ pub enum Admit {
     Pass,
     /// Half-open and this call holds the probe slot `id` (report its outcome with it).
     Probe(u64),
-    /// Open, or half-open with another call's probe in flight: do not ask the primary.
+    /// Open, or half-open with another call's probe in flight or for a call that may not
+    /// probe: do not ask the primary.
     Refuse,
 }
 
@@ -129,7 +133,8 @@ impl Record {
         }
     }
 
-    /// A call arrives at `now`; a probe it is given is held until `now + probe_timeout_ms`.
+    /// A call that may probe arrives at `now`; a probe it is given is held until
+    /// `now + probe_timeout_ms`.
     pub fn admit(&mut self, cfg: &BreakerConfig, now: i64, probe_timeout_ms: u64) -> Admit {
         self.clamp(cfg, now, probe_timeout_ms);
         if !self.open {
@@ -142,6 +147,16 @@ impl Record {
         self.probe = self.probes;
         self.probe_deadline = now.saturating_add(probe_timeout_ms.max(1) as i64);
         Admit::Probe(self.probe)
+    }
+
+    /// A call that may not probe arrives: it passes while closed and is refused while open or
+    /// half-open, never taking the probe slot (nor freeing it).
+    pub fn admit_without_probe(&self) -> Admit {
+        if self.open {
+            Admit::Refuse
+        } else {
+            Admit::Pass
+        }
     }
 
     /// A call failed at `now` (`probe`: the slot it held). True when this failure opened the
@@ -277,6 +292,25 @@ mod tests {
             550,
             "refused on the fast path while the probe runs"
         );
+    }
+
+    #[test]
+    fn a_call_that_may_not_probe_passes_while_closed() {
+        let r = Record::default();
+        assert_eq!(r.admit_without_probe(), Admit::Pass);
+    }
+
+    #[test]
+    fn a_call_that_may_not_probe_is_refused_while_open_and_half_open_and_leaves_the_slot() {
+        let mut r = opened_at(0);
+        assert_eq!(r.admit_without_probe(), Admit::Refuse, "open");
+        assert_eq!(r.state(&CFG, 500), BreakerState::HalfOpen);
+        assert_eq!(r.admit_without_probe(), Admit::Refuse, "half-open");
+        assert!(
+            r.admit(&CFG, 500, PROBE_MS).probe().is_some(),
+            "the slot is still the next decision's"
+        );
+        assert_eq!(r.admit_without_probe(), Admit::Refuse, "a probe in flight");
     }
 
     #[test]

@@ -349,7 +349,8 @@ pub const REDIS: [Directive; 12] = [
     directive(c"ratelimit.redis_breaker_retry_ms", c"1000",
         "milliseconds from 1 to 3600000",
         "redis",
-        "How long the breaker stays open before one probe per host is let through.", |c, v| {
+        "How long the breaker stays open before one probe per host, always a decision, is let \
+         through (other calls stay refused until it closes the breaker).", |c, v| {
         c.redis.breaker.retry_ms =
             int_in(v, 1, 3_600_000, "expected milliseconds from 1 to 3600000")?;
         Ok(())

@@ -10,11 +10,12 @@
 //! host's (`<db_path>.breaker`, and `<db_path>.breaker-<hash of the address>` for each cluster
 //! master), shared by the host's workers: a sick master stops only its own subjects, the
 //! others keep deciding. Past the gate, the rules ([`crate::core::breaker`]) decide under the
-//! file's lock whether this call is the host's one probe. Every failed call to the primary is
-//! counted as `redis_errors`; only outages ([`ErrorKind::is_outage`]: no answer in time, no
-//! connection) are fed to the rules: a server that answered, even with an error, is up, and a
-//! probe that met it closes the breaker. A fault of a breaker file itself never stops a
-//! decision: the call then goes to the primary as if closed.
+//! file's lock whether this call is the host's one probe: only a decision may be ([`Call`]);
+//! any other call is refused, open or half-open. Every failed call to the primary is counted as
+//! `redis_errors`; only outages ([`ErrorKind::is_outage`]: no answer in time, no connection)
+//! are fed to the rules: a server that answered, even with an error, is up, and a probe that
+//! met it closes the breaker. A fault of a breaker file itself never stops a decision: the call
+//! then goes to the primary as if closed.
 //!
 //! **The local fallback** (`ratelimit.redis_fallback=local`). A fault answered "unavailable"
 //! ([`ErrorKind::answer`]; an open breaker's is one) is decided instead by the local store,
@@ -50,8 +51,28 @@ use std::sync::Arc;
 /// The error of a call the open breaker refused (names no subject, nor the primary's address).
 pub const OPEN: &str = "primary store breaker open (redis not asked)";
 
+/// Whether `e` is a breaker's refusal ([`OPEN`]): the primary was not asked.
+fn refused(e: &StoreError) -> bool {
+    e.kind() == ErrorKind::Unreachable && e.what() == OPEN
+}
+
 /// Opens the local store; called on the first need (never at startup), again after a failure.
 pub type LocalStore = Box<dyn FnMut() -> Result<Box<dyn Store>, StoreError>>;
+
+/// Whether a call may be a half-open breaker's probe, whose success closes the breaker. The
+/// probe must prove that what the breaker protects works: the decisions a request waits on.
+/// A cheaper call (a counters flush, the key record, stats) may succeed on a server where the
+/// decision command hangs, and would send every worker back to waiting for its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    /// acquire, acquire_all and peek: each runs the limiter's own command (`RL.ACQUIRE`,
+    /// `RL.ACQUIRE_ALL`, `RL.PEEK`, or its script) on the bucket's server, and a request waits
+    /// for its verdict. Peek is one too, so that a site that only peeks can close its breaker.
+    Decision,
+    /// Everything else (release, reset, refund, denials, counts, stats, top, the key record):
+    /// passes while closed; while open or half-open it is refused at once, never the probe.
+    Other,
+}
 
 /// The most servers whose breakers one process keeps open (a cluster's masters).
 const MAX_NODES: usize = 64;
@@ -233,10 +254,11 @@ impl Failover {
         self
     }
 
-    /// After a failure of a server, goes straight to the local store for `ms` (the primary's
-    /// timeout) for that server's calls: the later steps of the same PHP call (a decision after
-    /// its key check) never wait for a failing server a second time, before the host's breaker
-    /// opens. `clock`: monotonic milliseconds.
+    /// After a failure of a server (not a refusal by its breaker, which cost no wait), goes
+    /// straight to the local store for `ms` (the primary's timeout) for that server's calls: the
+    /// later steps of the same PHP call (a decision after its key check) never wait for a
+    /// failing server a second time, before the host's breaker opens. `clock`: monotonic
+    /// milliseconds.
     pub fn pause_after_failure(mut self, clock: Clock, ms: u64) -> Self {
         self.pause = Some((clock, ms.min(i64::MAX as u64) as i64));
         self
@@ -263,8 +285,8 @@ impl Failover {
         }
     }
 
-    /// Whether this call may ask `node`, and as the probe or not.
-    fn admit(&mut self, node: &str) -> Result<Admit, StoreError> {
+    /// Whether this call may ask `node`, and as the probe or not (only a decision may probe).
+    fn admit(&mut self, node: &str, call: Call) -> Result<Admit, StoreError> {
         let Some(bs) = self.breakers.as_mut() else {
             return Ok(Admit::Pass);
         };
@@ -286,19 +308,23 @@ impl Failover {
         let Some(b) = bs.get(node)? else {
             return Ok(Admit::Pass);
         };
-        Ok(b.transition(now, |r| r.admit(&cfg, now, timeout))
-            .unwrap_or(Admit::Pass))
+        Ok(b.transition(now, |r| match call {
+            Call::Decision => r.admit(&cfg, now, timeout),
+            Call::Other => r.admit_without_probe(),
+        })
+        .unwrap_or(Admit::Pass))
     }
 
     /// Runs `f` on the primary through `node`'s breaker; a failure adds its `redis_errors` to
     /// `carry` and, if it is an outage, is fed to the breaker's rules.
     fn ask_primary<T>(
         &mut self,
+        call: Call,
         node: &str,
         carry: &mut Counters,
         f: impl FnOnce(&mut dyn Store, &mut Counters) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let admit = self.admit(node)?;
+        let admit = self.admit(node, call)?;
         if admit == Admit::Refuse {
             return Err(StoreError::new(ErrorKind::Unreachable, OPEN));
         }
@@ -362,6 +388,7 @@ impl Failover {
     /// decision). True when the local store answered.
     fn either<T>(
         &mut self,
+        call: Call,
         key: Option<&BucketKey>,
         carry: &mut Counters,
         extra: Counters,
@@ -369,14 +396,16 @@ impl Failover {
     ) -> Result<(T, bool), StoreError> {
         let node = self.node(key);
         if !self.primary_just_failed(&node) {
-            let e = match self.ask_primary(&node, carry, &mut f) {
+            let e = match self.ask_primary(call, &node, carry, &mut f) {
                 Ok(v) => return Ok((v, false)),
                 Err(e) => e,
             };
             if e.kind().answer() == Answer::Error {
                 return Err(e);
             }
-            if let Some((clock, _)) = &self.pause {
+            // The breaker's refusal cost no wait: no pause, so that a key check refused while
+            // half-open leaves its request's decision the probe.
+            if let (Some((clock, _)), false) = (&self.pause, refused(&e)) {
                 let now = clock();
                 self.failed_at.insert(node, now);
             }
@@ -409,7 +438,7 @@ impl Failover {
     /// Both stores' stats summed; with the primary unavailable, partial: the local ones (none
     /// without a local store), so that an operator still sees the breaker during an outage.
     fn stats(&mut self, carry: &mut Counters) -> Result<Stats, StoreError> {
-        let primary = self.ask_primary("", carry, |s, c| s.stats(c));
+        let primary = self.ask_primary(Call::Other, "", carry, |s, c| s.stats(c));
         let local = self
             .local_store()
             .map(|l| l.and_then(|l| l.stats(&mut Counters::default())));
@@ -463,9 +492,13 @@ impl Store for Failover {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<Acquired, StoreError> {
-        let (mut a, local) = self.either(Some(key), carry, FALLBACK_DECISION, |s, c| {
-            s.acquire(key, ask, lease_ttl_ms, c)
-        })?;
+        let (mut a, local) = self.either(
+            Call::Decision,
+            Some(key),
+            carry,
+            FALLBACK_DECISION,
+            |s, c| s.acquire(key, ask, lease_ttl_ms, c),
+        )?;
         if local {
             a.verdict.source = Source::Fallback;
         }
@@ -481,9 +514,13 @@ impl Store for Failover {
         lease_ttl_ms: u64,
         carry: &mut Counters,
     ) -> Result<AcquiredAll, StoreError> {
-        let (mut a, local) = self.either(keys.first(), carry, FALLBACK_DECISION, |s, c| {
-            s.acquire_all(keys, asks, lease_ttl_ms, c)
-        })?;
+        let (mut a, local) = self.either(
+            Call::Decision,
+            keys.first(),
+            carry,
+            FALLBACK_DECISION,
+            |s, c| s.acquire_all(keys, asks, lease_ttl_ms, c),
+        )?;
         if local {
             a.verdict.source = Source::Fallback;
             for v in &mut a.each {
@@ -499,9 +536,10 @@ impl Store for Failover {
         policy: &Policy,
         carry: &mut Counters,
     ) -> Result<Verdict, StoreError> {
-        let (mut v, local) = self.either(Some(key), carry, Counters::ZERO, |s, c| {
-            s.peek(key, policy, c)
-        })?;
+        let (mut v, local) =
+            self.either(Call::Decision, Some(key), carry, Counters::ZERO, |s, c| {
+                s.peek(key, policy, c)
+            })?;
         if local {
             v.source = Source::Fallback;
         }
@@ -526,7 +564,7 @@ impl Store for Failover {
         }
         let (mut freed, mut elsewhere, mut failure) = (0, Vec::new(), None);
         for (node, group) in by_node {
-            match self.ask_primary(&node, carry, |s, c| s.release(&group, c)) {
+            match self.ask_primary(Call::Other, &node, carry, |s, c| s.release(&group, c)) {
                 Ok(n) => {
                     freed += n;
                     if n < group.len() as u64 {
@@ -555,7 +593,7 @@ impl Store for Failover {
     /// The primary unavailable: its error, after the local store forgot it too.
     fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
         let node = self.node(Some(key));
-        let primary = self.ask_primary(&node, carry, |s, c| s.reset(key, c));
+        let primary = self.ask_primary(Call::Other, &node, carry, |s, c| s.reset(key, c));
         let local = match self.local_store() {
             Some(Ok(l)) => l.reset(key, &mut Counters::default()).unwrap_or(false),
             _ => false,
@@ -576,7 +614,7 @@ impl Store for Failover {
             // an outage gets nothing back either.)
             Query::Refund(key, _, _) => {
                 let node = self.node(Some(key));
-                self.ask_primary(&node, carry, |s, c| s.serve(q, c))
+                self.ask_primary(Call::Other, &node, carry, |s, c| s.serve(q, c))
             }
             // Denials answered in front of the primary's decisions are the primary's, each
             // bucket's through its own server's breaker.
@@ -592,7 +630,9 @@ impl Store for Failover {
                 let mut failure = None;
                 for (node, group) in by_node {
                     let q = Query::AddDenials(&group);
-                    if let Err(e) = self.ask_primary(&node, carry, |s, c| s.serve(q, c)) {
+                    if let Err(e) =
+                        self.ask_primary(Call::Other, &node, carry, |s, c| s.serve(q, c))
+                    {
                         failure.get_or_insert(e);
                     }
                 }
@@ -616,7 +656,7 @@ impl Store for Failover {
                 }
                 Ok(Reply::Done)
             }
-            Query::Flush => match self.ask_primary("", carry, |s, c| s.flush(c)) {
+            Query::Flush => match self.ask_primary(Call::Other, "", carry, |s, c| s.flush(c)) {
                 Ok(()) => {
                     if let Some(l) = self.local.as_mut() {
                         let _ = l.flush(&mut Counters::default());
@@ -629,12 +669,16 @@ impl Store for Failover {
                 },
             },
             // During an outage without a local store, the pressure view is empty, not an error.
-            Query::Top(_) => match self.either(None, carry, Counters::ZERO, |s, c| s.serve(q, c)) {
+            Query::Top(_) => match self.either(Call::Other, None, carry, Counters::ZERO, |s, c| {
+                s.serve(q, c)
+            }) {
                 Err(e) if e.kind().answer() == Answer::Unavailable => Ok(Reply::Top(Vec::new())),
                 r => r.map(|(r, _)| r),
             },
             Query::KeyRecord | Query::RecordKey(..) => self
-                .either(None, carry, Counters::ZERO, |s, c| s.serve(q, c))
+                .either(Call::Other, None, carry, Counters::ZERO, |s, c| {
+                    s.serve(q, c)
+                })
                 .map(|(r, _)| r),
         }
     }
@@ -746,6 +790,22 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(acquire(f, 0).unwrap_err().kind(), ErrorKind::Timeout);
         }
+    }
+
+    /// Opens the site's breaker with decisions timing out on a server whose cheap calls (the
+    /// counters, the key record, stats) still answer, as when only the decision command hangs;
+    /// then lets `retry_ms` pass: half-open.
+    fn half_open_with_only_decisions_sick(h: &Host, f: &mut Failover) {
+        h.primary
+            .0
+            .borrow_mut()
+            .failing
+            .insert(key(1).bucket, ErrorKind::Timeout);
+        for _ in 0..3 {
+            assert_eq!(acquire(f, 0).unwrap_err().kind(), ErrorKind::Timeout);
+        }
+        h.time.set(2_000);
+        assert_eq!(f.state(), Some(BreakerState::HalfOpen));
     }
 
     fn refund(f: &mut Failover) -> Result<bool, StoreError> {
@@ -899,7 +959,7 @@ mod tests {
         h.time.set(1_000 + 1_000);
         assert_eq!(a.state(), Some(BreakerState::HalfOpen));
         // a holds the probe while b comes: b is refused (simulated by taking the slot first).
-        let slot = a.admit("").unwrap();
+        let slot = a.admit("", Call::Decision).unwrap();
         assert!(slot.probe().is_some());
         assert!(acquire(&mut b, 0).is_err());
         assert_eq!(other.calls(), 0);
@@ -923,6 +983,105 @@ mod tests {
         h.time.set(2_999);
         assert_eq!(acquire(&mut a, 0).unwrap_err().what(), OPEN);
         assert_eq!(h.primary.calls(), calls + 1);
+    }
+
+    /// The probe must prove that decisions work: a counters flush that a sick decision path
+    /// does not stop never closes the breaker, and every worker does not go back to waiting.
+    #[test]
+    fn half_open_a_call_that_is_no_decision_does_not_close_it_and_the_next_decision_probes() {
+        let h = host();
+        let mut a = h.breaker_only();
+        half_open_with_only_decisions_sick(&h, &mut a);
+        let _ = (&mut a as &mut dyn Store).flush(&mut Counters::default());
+        assert_eq!(a.state(), Some(BreakerState::HalfOpen), "not closed by it");
+        let calls = h.primary.calls();
+        assert_eq!(acquire(&mut a, 0).unwrap_err().kind(), ErrorKind::Timeout);
+        assert_eq!(h.primary.calls(), calls + 1, "the decision was the probe");
+        assert_eq!(
+            acquire(&mut a, 0).unwrap_err().what(),
+            OPEN,
+            "its failure reopened it: the next decision waits for nothing"
+        );
+    }
+
+    /// While half-open, a call that is no decision gets what it gets while open: the breaker's
+    /// error at once, the primary not asked; stats partial, the pressure view empty, a release
+    /// an error to try again, a refund nothing back, the carried counts still carried.
+    #[test]
+    fn half_open_a_call_that_is_no_decision_is_refused_at_once_as_while_open() {
+        let h = host();
+        let mut a = h.breaker_only();
+        let lease = a
+            .acquire(&key(2), &ask(1), 60_000, &mut Counters::default())
+            .unwrap()
+            .lease
+            .unwrap();
+        half_open_with_only_decisions_sick(&h, &mut a);
+        let calls = h.primary.calls();
+        let mut carried = Counters {
+            unavailable: 1,
+            ..Counters::default()
+        };
+        let s = &mut a as &mut dyn Store;
+        let refused = [
+            s.flush(&mut carried).map(drop),
+            s.key_record(&mut carried).map(drop),
+            s.release(&[lease], &mut carried).map(drop),
+            s.reset(&key(2), &mut carried).map(drop),
+            s.refund(&key(2), &ask(0).policy, 1, &mut carried).map(drop),
+            s.add_denials(&[(key(2), 1)], &mut carried),
+        ];
+        for r in refused {
+            assert_eq!(r.unwrap_err().what(), OPEN);
+        }
+        let stats = s.stats(&mut carried).unwrap();
+        assert_eq!(
+            (stats.partial, stats.breaker),
+            (true, Some(BreakerState::HalfOpen))
+        );
+        assert_eq!(s.top(10, &mut carried).unwrap(), Vec::new());
+        assert_eq!(h.primary.calls(), calls, "the primary was not asked");
+        assert_eq!(carried.unavailable, 1, "still the caller's to write");
+        assert_eq!(h.primary.written().unavailable, 0);
+        assert_eq!(a.state(), Some(BreakerState::HalfOpen));
+    }
+
+    /// Each decision (acquire, acquire_all, peek) may be the probe; its success closes the
+    /// breaker for every call.
+    #[test]
+    fn half_open_a_decision_is_the_probe_and_its_success_closes_it() {
+        type Decide = fn(&mut Failover) -> Result<(), StoreError>;
+        let decisions: [(&str, Decide); 3] = [
+            ("acquire", |f| acquire(f, 0).map(drop)),
+            ("acquire_all", |f| {
+                let mut c = Counters::default();
+                f.acquire_all(&[key(1)], &[ask(0)], 60_000, &mut c)
+                    .map(drop)
+            }),
+            ("peek", |f| {
+                let mut c = Counters::default();
+                f.peek(&key(1), &ask(0).policy, &mut c).map(drop)
+            }),
+        ];
+        for (name, decide) in decisions {
+            let h = host();
+            let mut a = h.breaker_only();
+            open_it(&h, &mut a);
+            h.primary.fail(None);
+            h.time.set(2_000);
+            let calls = h.primary.calls();
+            decide(&mut a).unwrap();
+            assert_eq!(h.primary.calls(), calls + 1, "{name}: the probe");
+            assert_eq!(a.state(), Some(BreakerState::Closed), "{name}");
+            (&mut a as &mut dyn Store)
+                .flush(&mut Counters::default())
+                .unwrap();
+            assert_eq!(
+                h.primary.calls(),
+                calls + 2,
+                "{name}: then every call passes"
+            );
+        }
     }
 
     /// Every failed call is a `redis_errors`; only outages (no answer in time, no connection)
@@ -1126,6 +1285,9 @@ mod tests {
         assert_eq!(top.unwrap(), Vec::new());
         h.primary.fail(Some(ErrorKind::Misconfigured));
         h.time.set(2_000);
+        // Stats never probe: a decision's probe meets the server and closes the breaker.
+        assert_eq!(stats(&mut a).unwrap().breaker, Some(BreakerState::HalfOpen));
+        acquire(&mut a, 0).unwrap_err();
         let e = stats(&mut a).unwrap_err();
         assert_eq!(
             e.kind(),
@@ -1176,6 +1338,28 @@ mod tests {
         let a = acquire(&mut f, 0).unwrap();
         assert_eq!(a.verdict.source, Source::Store);
         assert_eq!(h.primary.calls(), asked + 1);
+    }
+
+    /// A refusal by the breaker cost no wait and is no failure of the server: it starts no
+    /// pause. A request's key check refused while half-open leaves its decision the probe.
+    #[test]
+    fn half_open_a_refused_key_check_leaves_the_same_requests_decision_the_probe() {
+        let h = host();
+        let mut w = h.worker().pause_after_failure(h.time.clock(), 50);
+        h.primary.fail(Some(ErrorKind::Timeout));
+        acquire(&mut w, 0).unwrap();
+        h.time.set(1_050); // past the pause: the second failure opens it
+        acquire(&mut w, 0).unwrap();
+        assert_eq!(w.state(), Some(BreakerState::Open));
+        h.primary.fail(None);
+        h.time.set(2_050);
+        assert_eq!(w.state(), Some(BreakerState::HalfOpen));
+        (&mut w as &mut dyn Store)
+            .key_record(&mut Counters::default())
+            .unwrap();
+        let d = acquire(&mut w, 0).unwrap();
+        assert_eq!(d.verdict.source, Source::Store, "the decision probed");
+        assert_eq!(w.state(), Some(BreakerState::Closed));
     }
 
     #[test]
