@@ -1280,7 +1280,7 @@ fn a_cost_past_the_largest_limit_is_refused_not_wrapped_into_an_admission() {
 
 /// One plain acquire (10 a second, cost 1) on a bucket holding `v`: every path answers and
 /// stores alike (`compare`).
-fn one_plain_acquire_from(v: String) {
+fn one_plain_acquire_from<V: AsRef<[u8]>>(v: V) {
     let acquire = Op::Acquire {
         k: 0,
         kind: PolicyKind::TokenBucket,
@@ -1345,6 +1345,29 @@ fn a_binary_bucket_is_decided_as_its_text_and_stays_binary_on_every_path() {
             let t = String::from_utf8(t).unwrap();
             assert_eq!(bin, binary_of(&t).unwrap(), "path {path}: {t} in binary");
         }
+    }
+}
+
+/// A binary count at its largest saturates there, and a binary value with a number out of its
+/// range is damaged, alike on every path (the Function's fast path included).
+#[test]
+fn a_binary_value_at_and_past_its_ranges_is_decided_alike_on_every_path() {
+    let max = (1i64 << 53) - 1;
+    for fields in [
+        [4_000, T0, T0, T0, max, 2, 3],
+        [4_000, T0, T0, T0, 1, max, max],
+        [0, T0, T0, T0, 1, max, 3],
+        [max, -max, max, -max, 0, 0, 0],
+        [-1, T0, T0, T0, 1, 2, 3],
+        [4_000, max + 1, T0, T0, 1, 2, 3],
+        [4_000, T0, -max - 1, T0, 1, 2, 3],
+        [4_000, T0, T0, i64::MIN, 1, 2, 3],
+        [4_000, T0, T0, T0, -1, 2, 3],
+        [4_000, T0, T0, T0, 1, max + 1, 3],
+        [4_000, T0, T0, T0, 1, 2, i64::MAX],
+    ] {
+        let text: Vec<String> = fields.iter().map(i64::to_string).collect();
+        one_plain_acquire_from(binary_of(&text.join(" ")).unwrap());
     }
 }
 

@@ -3,7 +3,8 @@
 // N calls round-robin over 1000 subjects, each seeded first with a value of its form (the
 // limit is never reached: every call refills, takes and writes). PEER: floor (EVALSHA of
 // `return 1`, phpredis), peer (bench/redis/lib.php's phpredis + Lua token bucket), or a
-// function of the prototype library: cur (the Function as it is), bin7, bin2, txt2, tgs.
+// function of the prototype library: cur (the Function as it is), cur_bin (the same on values
+// in binary), bin7, bin2, txt2, tgs.
 // With N = 0: prints the medians and p99 of ROUNDS interleaved rounds of every PEER instead.
 declare(strict_types=1);
 require __DIR__ . '/../../redis/lib.php'; // PEER_LUA
@@ -18,6 +19,8 @@ $call = function (string $peer, int $i) use ($r, $peerSha, $floorSha) {
     return match ($peer) {
         'floor' => $r->evalSha($floorSha, [$k], 1),
         'peer' => $r->evalSha($peerSha, [$k, '1000000000', '60000', '1'], 1),
+        // The Function as it is, on values in binary.
+        'cur_bin' => $r->rawCommand('FCALL', 'cur', '1', $k, '', '1000000000', '60000', '1'),
         default => $r->rawCommand('FCALL', $peer, '1', $k, '', '1000000000', '60000', '1'),
     };
 };
@@ -30,7 +33,7 @@ function seed(Redis $r, string $peer, Closure $call): void
         $v = match ($peer) {
             'floor' => null,
             'peer' => $call('peer', $i),
-            'bin7' => pack('CP7', 1, $cap, $now, $now, $now, 5, 0, 0),
+            'bin7', 'cur_bin' => pack('CP7', 1, $cap, $now, $now, $now, 5, 0, 0),
             'bin2' => pack('P2', $cap, $now),
             'txt2' => "$cap $now",
             default => "$cap $now $now $now 5 0 0",
@@ -55,7 +58,7 @@ if ((int) $n > 0) {
     }
     exit(0);
 }
-$peers = ['floor', 'tgs', 'peer', 'cur', 'bin7', 'bin2', 'txt2'];
+$peers = ['floor', 'tgs', 'peer', 'cur', 'cur_bin', 'bin7', 'bin2', 'txt2'];
 $rounds = (int) (getenv('ROUNDS') ?: 7);
 $med = $p99 = [];
 foreach ($peers as $p) {

@@ -11,53 +11,10 @@
 -- milli-tokens, stamp, previous window, now, flags (1 dry run, 4 clock regressed) }; the
 -- caller computes remaining, retry_after, reset_after and next_token from them with the core
 -- (`core::decision::standing`), on the server's clock as passed back in `now`.
--- A token bucket kept as one (7 fields), as most are: refilled, checked, taken and written
--- with numbers only (no tables), as bucket.lua's `refill`, `available`, `take` and `full_at`
--- compute it; anything else (a window, a policy change, a damaged value) goes the general way.
--- The counts are carried as the strings they are, but the one that grows: each number read
--- (strtod) or written (sprintf) costs the server some 500 to 900 instructions
--- (bench/redis/callgrind); strings become numbers by arithmetic, as in lean_acquire.
--- Returns nil when the value is not such a bucket.
-local function token_bucket(key, v, cap, per, cost, now, dry)
-  local t, s, a, d, i = string.match(v, '^(%d+) (%-?%d+) %-?%d+ %-?%d+ (%d+) (%d+) (%d+)$')
-  if not t then
-    return nil
-  end
-  -- Counts carried as read only in the form they are written (no leading zero, exact in a
-  -- double: at most 15 digits); any other goes the general way, which writes them anew.
-  if #a > 15 or #d > 15 or #i > 15 or (#a > 1 and a:byte() == 48) or (#d > 1 and d:byte() == 48)
-    or (#i > 1 and i:byte() == 48) then
-    return nil
-  end
-  local tokens, stamp = math.min(t + 0, cap), s + 0
-  local regressed = now < stamp
-  if not regressed then
-    local e = earned_by(cap, per, now - stamp)
-    if tokens + e >= cap then
-      tokens, stamp = cap, now
-    else
-      tokens, stamp = tokens + e, stamp + time_to_earn_by(cap, per, e)
-    end
-  end
-  local reason, flags, counts = 0, 0, nil
-  if tokens < cost then
-    reason = 1
-    counts = a .. ' ' .. string.format('%d', d + 1)
-    if dry then
-      flags = 1
-    end
-  else
-    tokens = tokens - cost
-    counts = string.format('%d', a + 1) .. ' ' .. d
-  end
-  local full_again = stamp + time_to_earn_by(cap, per, cap - tokens)
-  redis.call('SET', key, string.format('%d %d %d %d ', tokens, stamp, full_again, now) .. counts ..
-    ' ' .. i, 'PX', int(math.max(0, full_again - now) + 1000))
-  if regressed then
-    flags = flags + 4
-  end
-  return { reason, tokens, stamp, 0, now, flags }
-end
+-- A token bucket kept as one (7 fields, in either form of bucket.lua's `format_bucket`), as
+-- most are: refilled, checked, taken and written with numbers only (no tables), as bucket.lua's
+-- `refill`, `available`, `take` and `full_at` compute it; anything else (a window, a policy
+-- change, a damaged value) goes the general way.
 
 local function lean_acquire(keys, args)
   local key = keys[1]
@@ -67,13 +24,83 @@ local function lean_acquire(keys, args)
   local limit, per, code = args[2] + 0, args[3] + 0, args[6]
   local cost = args[4] * MILLI
   local v = get_bucket(key)
-  -- A token bucket's code is '0' or left out.
-  if v and (code == nil or tonumber(code) == TOKEN_BUCKET) then
-    local r = token_bucket(key, v, limit * MILLI, per, cost, now, args[5] == '1')
-    if r then
-      return r
+
+  -- The fast path, inline (a Lua call with these arguments cost some 3,000 instructions,
+  -- bench/experiments/lean-value); `break` leaves it for the general way. A token bucket's code
+  -- is '0' or left out. In text, the counts are carried as the strings they are, but the one
+  -- that grows: each number read (strtod) or written (sprintf) costs the server some 500 to 900
+  -- instructions (bench/redis/callgrind). In binary, they are read and written by struct, the
+  -- ranges checked as `parse_binary` does.
+  repeat
+    if not v or (code ~= nil and tonumber(code) ~= TOKEN_BUCKET) then
+      break
     end
-  end
+    local cap, binary = limit * MILLI, false
+    local t, s, a, d, i = string.match(v, '^(%d+) (%-?%d+) %-?%d+ %-?%d+ (%d+) (%d+) (%d+)$')
+    if t then
+      -- Counts carried as read only in the form they are written (no leading zero, exact in a
+      -- double: at most 15 digits); any other goes the general way, which writes them anew.
+      if #a > 15 or #d > 15 or #i > 15 or (#a > 1 and a:byte() == 48)
+        or (#d > 1 and d:byte() == 48) or (#i > 1 and i:byte() == 48) then
+        break
+      end
+      t, s = t + 0, s + 0
+    else
+      if #v ~= 57 or string.byte(v, 1) ~= 1 then
+        break
+      end
+      local _, f, u
+      _, t, s, f, u, a, d, i = struct.unpack(BINARY_7, v)
+      local max = MAX_BINARY
+      if t < 0 or t > max or s < -max or s > max or f < -max or f > max or u < -max or u > max
+        or a < 0 or a > max or d < 0 or d > max or i < 0 or i > max then
+        break
+      end
+      binary = true
+    end
+    local tokens, stamp = math.min(t, cap), s
+    local regressed = now < stamp
+    if not regressed then
+      local e = earned_by(cap, per, now - stamp)
+      if tokens + e >= cap then
+        tokens, stamp = cap, now
+      else
+        tokens, stamp = tokens + e, stamp + time_to_earn_by(cap, per, e)
+      end
+    end
+    local reason, flags = 0, 0
+    if tokens < cost then
+      reason = 1
+      if args[5] == '1' then
+        flags = 1
+      end
+    else
+      tokens = tokens - cost
+    end
+    local full_again = stamp + time_to_earn_by(cap, per, cap - tokens)
+    local value
+    if binary then
+      if reason == 0 then
+        a = math.min(a + 1, MAX_BINARY)
+      else
+        d = math.min(d + 1, MAX_BINARY)
+      end
+      value = struct.pack(BINARY_7, BINARY_MARK, tokens, stamp, full_again, now, a, d, i)
+    else
+      local counts
+      if reason == 0 then
+        counts = string.format('%d', a + 1) .. ' ' .. d
+      else
+        counts = a .. ' ' .. string.format('%d', d + 1)
+      end
+      value = string.format('%d %d %d %d ', tokens, stamp, full_again, now) .. counts .. ' ' .. i
+    end
+    redis.call('SET', key, value, 'PX', int(math.max(0, full_again - now) + 1000))
+    if regressed then
+      flags = flags + 4
+    end
+    return { reason, tokens, stamp, 0, now, flags }
+  until true
 
   local p = policy(limit, per, tonumber(code or '0'))
 
