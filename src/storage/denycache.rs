@@ -204,7 +204,9 @@ impl DenyCache {
     }
 
     /// Adds the local denials to their buckets in the store, when due (`force`: now). Kept
-    /// for the next try when the store fails; best effort, like the view it feeds.
+    /// for the next try only when nothing of them was added (a breaker refused them); after any
+    /// other failure some may have been, and they are dropped: counted at most once, as the
+    /// counters' flush is. Best effort, like the view it feeds.
     fn send_denials(&mut self, force: bool, carry: &mut Counters) {
         let now = (self.clock)();
         if self.denied.is_empty() || (!force && now - self.denials_sent < DENIALS_EVERY_MS) {
@@ -212,8 +214,9 @@ impl DenyCache {
         }
         self.denials_sent = now;
         let batch: Vec<(BucketKey, u64)> = self.denied.values().copied().collect();
-        if self.inner.add_denials(&batch, carry).is_ok() {
-            self.denied.clear();
+        match self.inner.add_denials(&batch, carry) {
+            Err(e) if super::failover::refused(&e) => {}
+            _ => self.denied.clear(),
         }
     }
 }
@@ -701,5 +704,118 @@ mod tests {
             MAX_ENTRIES - 10 + 1,
             "the expired ten dropped first"
         );
+    }
+
+    /// What the store answers a batch of denials, and what it added.
+    #[derive(Default)]
+    struct Sink {
+        answer: Option<ErrorKind>,
+        added: u64,
+    }
+
+    /// The fake store, its denials going to a [`Sink`].
+    struct Sinking(Box<dyn Store>, std::rc::Rc<std::cell::RefCell<Sink>>);
+
+    impl Store for Sinking {
+        fn acquire(
+            &mut self,
+            k: &BucketKey,
+            a: &Ask,
+            ttl: u64,
+            c: &mut Counters,
+        ) -> Result<Acquired, StoreError> {
+            self.0.acquire(k, a, ttl, c)
+        }
+        fn acquire_all(
+            &mut self,
+            k: &[BucketKey],
+            a: &[Ask],
+            ttl: u64,
+            c: &mut Counters,
+        ) -> Result<AcquiredAll, StoreError> {
+            self.0.acquire_all(k, a, ttl, c)
+        }
+        fn peek(
+            &mut self,
+            k: &BucketKey,
+            p: &Policy,
+            c: &mut Counters,
+        ) -> Result<Verdict, StoreError> {
+            self.0.peek(k, p, c)
+        }
+        fn release(&mut self, l: &[LeaseToken], c: &mut Counters) -> Result<u64, StoreError> {
+            self.0.release(l, c)
+        }
+        fn reset(&mut self, k: &BucketKey, c: &mut Counters) -> Result<bool, StoreError> {
+            self.0.reset(k, c)
+        }
+        fn serve(&mut self, q: Query<'_>, c: &mut Counters) -> Result<Reply, StoreError> {
+            let Query::AddDenials(d) = q else {
+                return self.0.serve(q, c);
+            };
+            let mut sink = self.1.borrow_mut();
+            match sink.answer {
+                // A breaker's refusal: nothing added.
+                Some(ErrorKind::Unreachable) => Err(StoreError::new(
+                    ErrorKind::Unreachable,
+                    crate::storage::failover::OPEN,
+                )),
+                // Some may have been added, as a timeout leaves it unknown.
+                Some(kind) => {
+                    sink.added += d.iter().map(|(_, n)| n).sum::<u64>();
+                    Err(StoreError::new(kind, "no answer in time"))
+                }
+                None => {
+                    sink.added += d.iter().map(|(_, n)| n).sum::<u64>();
+                    Ok(Reply::Done)
+                }
+            }
+        }
+    }
+
+    /// A cache whose store's denials go to the returned sink, with one local denial held.
+    fn with_a_local_denial() -> (T, std::rc::Rc<std::cell::RefCell<Sink>>) {
+        let time = Manual::at(10_000);
+        let store = Fake::new(time.clock());
+        let sink = std::rc::Rc::new(std::cell::RefCell::new(Sink::default()));
+        let inner = Box::new(Sinking(store.boxed(), std::rc::Rc::clone(&sink)));
+        let mut t = T {
+            cache: DenyCache::new(inner, time.clock(), Denials::InTotals),
+            time,
+            store,
+            carry: Counters::default(),
+        };
+        denied(&mut t);
+        assert_eq!(acquire(&mut t, &ask(1)).verdict.source, Source::DenyCache);
+        (t, sink)
+    }
+
+    fn send(t: &mut T) {
+        let _ = (&mut t.cache as &mut dyn Store).flush(&mut t.carry);
+    }
+
+    #[test]
+    fn denials_a_breaker_refused_are_kept_and_sent_again() {
+        let (mut t, sink) = with_a_local_denial();
+        sink.borrow_mut().answer = Some(ErrorKind::Unreachable);
+        send(&mut t);
+        assert_eq!(sink.borrow().added, 0);
+        sink.borrow_mut().answer = None;
+        send(&mut t);
+        assert_eq!(sink.borrow().added, 1);
+        send(&mut t);
+        assert_eq!(sink.borrow().added, 1, "once");
+    }
+
+    /// After a failure that may have added some, the denials are dropped: never counted twice.
+    #[test]
+    fn denials_whose_sending_failed_otherwise_are_dropped_not_sent_twice() {
+        let (mut t, sink) = with_a_local_denial();
+        sink.borrow_mut().answer = Some(ErrorKind::Timeout);
+        send(&mut t);
+        assert_eq!(sink.borrow().added, 1);
+        sink.borrow_mut().answer = None;
+        send(&mut t);
+        assert_eq!(sink.borrow().added, 1, "not sent again");
     }
 }

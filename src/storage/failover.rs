@@ -51,8 +51,9 @@ use std::sync::Arc;
 /// The error of a call the open breaker refused (names no subject, nor the primary's address).
 pub const OPEN: &str = "primary store breaker open (redis not asked)";
 
-/// Whether `e` is a breaker's refusal ([`OPEN`]): the primary was not asked.
-fn refused(e: &StoreError) -> bool {
+/// Whether `e` is a breaker's refusal ([`OPEN`]): the primary was not asked, so nothing of
+/// the call was done (a batch of denials refused so may be sent again, never counted twice).
+pub fn refused(e: &StoreError) -> bool {
     e.kind() == ErrorKind::Unreachable && e.what() == OPEN
 }
 
@@ -617,7 +618,11 @@ impl Store for Failover {
                 self.ask_primary(Call::Other, &node, carry, |s, c| s.serve(q, c))
             }
             // Denials answered in front of the primary's decisions are the primary's, each
-            // bucket's through its own server's breaker.
+            // bucket's through its own server's breaker. The breaker's refusal (nothing added,
+            // the batch may come again) only when every server's breaker refused; once some of
+            // it went to a server, its outcome: what a breaker refused of it is dropped, not
+            // sent again with the part already added (counted at most once, as the counters'
+            // flush is).
             Query::AddDenials(d) => {
                 let mut by_node: Vec<(String, Vec<(BucketKey, u64)>)> = Vec::new();
                 for (k, n) in d {
@@ -627,16 +632,25 @@ impl Store for Failover {
                         None => by_node.push((node, vec![(*k, *n)])),
                     }
                 }
-                let mut failure = None;
+                let (mut failure, mut refusal, mut sent) = (None, None, false);
                 for (node, group) in by_node {
                     let q = Query::AddDenials(&group);
-                    if let Err(e) =
-                        self.ask_primary(Call::Other, &node, carry, |s, c| s.serve(q, c))
-                    {
-                        failure.get_or_insert(e);
+                    match self.ask_primary(Call::Other, &node, carry, |s, c| s.serve(q, c)) {
+                        Ok(_) => sent = true,
+                        Err(e) if refused(&e) => {
+                            refusal.get_or_insert(e);
+                        }
+                        Err(e) => {
+                            sent = true;
+                            failure.get_or_insert(e);
+                        }
                     }
                 }
-                failure.map_or(Ok(Reply::Done), Err)
+                match (failure, refusal) {
+                    (Some(e), _) => Err(e),
+                    (None, Some(e)) if !sent => Err(e),
+                    _ => Ok(Reply::Done),
+                }
             }
             // Never a call to an unavailable primary: not at the end of each request.
             Query::Tick => {
@@ -1609,5 +1623,126 @@ mod tests {
         h.time.set(2_000);
         assert_eq!(acquire(&mut a, 0).unwrap().verdict.source, Source::Store);
         assert_eq!(stats(&mut a).unwrap().breaker, Some(BreakerState::Closed));
+    }
+
+    /// The primary, recording every denial it is given (the fake's `add_denials` keeps none).
+    struct CountingDenials(
+        Box<dyn Store>,
+        Rc<std::cell::RefCell<Vec<(BucketKey, u64)>>>,
+    );
+
+    impl Store for CountingDenials {
+        fn acquire(
+            &mut self,
+            key: &BucketKey,
+            ask: &Ask,
+            lease_ttl_ms: u64,
+            carry: &mut Counters,
+        ) -> Result<Acquired, StoreError> {
+            self.0.acquire(key, ask, lease_ttl_ms, carry)
+        }
+
+        fn acquire_all(
+            &mut self,
+            keys: &[BucketKey],
+            asks: &[Ask],
+            lease_ttl_ms: u64,
+            carry: &mut Counters,
+        ) -> Result<AcquiredAll, StoreError> {
+            self.0.acquire_all(keys, asks, lease_ttl_ms, carry)
+        }
+
+        fn peek(
+            &mut self,
+            key: &BucketKey,
+            policy: &Policy,
+            carry: &mut Counters,
+        ) -> Result<Verdict, StoreError> {
+            self.0.peek(key, policy, carry)
+        }
+
+        fn release(
+            &mut self,
+            leases: &[LeaseToken],
+            carry: &mut Counters,
+        ) -> Result<u64, StoreError> {
+            self.0.release(leases, carry)
+        }
+
+        fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+            self.0.reset(key, carry)
+        }
+
+        fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+            let r = self.0.serve(q, carry);
+            if let (Query::AddDenials(d), Ok(_)) = (&q, &r) {
+                self.1.borrow_mut().extend_from_slice(d);
+            }
+            r
+        }
+    }
+
+    /// A fake primary with two masters (key(1) on the first, key(2) on the second) whose
+    /// second's breaker is half-open, recording the denials it is given.
+    fn second_master_half_open(
+        h: &Host,
+    ) -> (Failover, Rc<std::cell::RefCell<Vec<(BucketKey, u64)>>>) {
+        {
+            let mut st = h.primary.0.borrow_mut();
+            st.nodes.insert(key(1).bucket, "10.0.0.1:7000".into());
+            st.nodes.insert(key(2).bucket, "10.0.0.2:7000".into());
+        }
+        let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let primary = Box::new(CountingDenials(h.primary.boxed(), Rc::clone(&seen)));
+        let mut a = h.with_breaker(Failover::new(primary, h.log()), CFG);
+        h.primary
+            .0
+            .borrow_mut()
+            .failing
+            .insert(key(2).bucket, ErrorKind::Timeout);
+        for _ in 0..3 {
+            assert!(a
+                .acquire(&key(2), &ask(0), 60_000, &mut Counters::default())
+                .is_err());
+        }
+        h.primary.0.borrow_mut().failing.clear();
+        h.time.set(2_500);
+        (a, seen)
+    }
+
+    fn counted(seen: &std::cell::RefCell<Vec<(BucketKey, u64)>>, k: BucketKey) -> u64 {
+        seen.borrow()
+            .iter()
+            .filter(|(b, _)| b.bucket == k.bucket)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Denials of two masters' buckets, one master's breaker half-open: the other master's are
+    /// added and the call succeeds, so that its caller (the deny cache) never sends them again
+    /// with the refused ones (red team: counted twice); the refused ones are dropped.
+    #[test]
+    fn denials_partly_refused_by_a_breaker_are_added_once_and_the_call_succeeds() {
+        let h = host();
+        let (mut a, seen) = second_master_half_open(&h);
+        let batch = [(key(1), 5u64), (key(2), 7u64)];
+        (&mut a as &mut dyn Store)
+            .add_denials(&batch, &mut Counters::default())
+            .unwrap();
+        assert_eq!(counted(&seen, key(1)), 5);
+        assert_eq!(counted(&seen, key(2)), 0, "refused: dropped");
+    }
+
+    /// Refused by every breaker they go to, denials are answered the refusal: nothing was
+    /// added, and the caller may send them again.
+    #[test]
+    fn denials_every_breaker_refused_are_answered_the_refusal() {
+        let h = host();
+        let (mut a, seen) = second_master_half_open(&h);
+        let e = (&mut a as &mut dyn Store)
+            .add_denials(&[(key(2), 7)], &mut Counters::default())
+            .unwrap_err();
+        assert!(refused(&e), "{e}");
+        assert!(seen.borrow().is_empty());
     }
 }
