@@ -1625,11 +1625,11 @@ mod tests {
         assert_eq!(stats(&mut a).unwrap().breaker, Some(BreakerState::Closed));
     }
 
+    /// The denials a primary was given.
+    type Seen = Rc<std::cell::RefCell<Vec<(BucketKey, u64)>>>;
+
     /// The primary, recording every denial it is given (the fake's `add_denials` keeps none).
-    struct CountingDenials(
-        Box<dyn Store>,
-        Rc<std::cell::RefCell<Vec<(BucketKey, u64)>>>,
-    );
+    struct CountingDenials(Box<dyn Store>, Seen);
 
     impl Store for CountingDenials {
         fn acquire(
@@ -1684,9 +1684,7 @@ mod tests {
 
     /// A fake primary with two masters (key(1) on the first, key(2) on the second) whose
     /// second's breaker is half-open, recording the denials it is given.
-    fn second_master_half_open(
-        h: &Host,
-    ) -> (Failover, Rc<std::cell::RefCell<Vec<(BucketKey, u64)>>>) {
+    fn second_master_half_open(h: &Host) -> (Failover, Seen) {
         {
             let mut st = h.primary.0.borrow_mut();
             st.nodes.insert(key(1).bucket, "10.0.0.1:7000".into());
@@ -1710,7 +1708,7 @@ mod tests {
         (a, seen)
     }
 
-    fn counted(seen: &std::cell::RefCell<Vec<(BucketKey, u64)>>, k: BucketKey) -> u64 {
+    fn counted(seen: &Seen, k: BucketKey) -> u64 {
         seen.borrow()
             .iter()
             .filter(|(b, _)| b.bucket == k.bucket)
