@@ -1349,7 +1349,8 @@ fn a_binary_bucket_is_decided_as_its_text_and_stays_binary_on_every_path() {
 }
 
 /// A binary count at its largest saturates there, and a binary value with a number out of its
-/// range is damaged, alike on every path (the Function's fast path included).
+/// range (a stamp past MAX_BOOKED included) is damaged, alike on every path (the Function's fast
+/// path included).
 #[test]
 fn a_binary_value_at_and_past_its_ranges_is_decided_alike_on_every_path() {
     let max = (1i64 << 53) - 1;
@@ -1357,7 +1358,12 @@ fn a_binary_value_at_and_past_its_ranges_is_decided_alike_on_every_path() {
         [4_000, T0, T0, T0, max, 2, 3],
         [4_000, T0, T0, T0, 1, max, max],
         [0, T0, T0, T0, 1, max, 3],
-        [max, -max, max, -max, 0, 0, 0],
+        [max, -(1 << 52), max, -max, 0, 0, 0],
+        [0, 1 << 52, max, T0, 1, 2, 3],
+        // Past MAX_BOOKED, where the scripts' arithmetic in doubles is no longer the core's
+        // (red team 2: the answers were 1 ms apart, a refund's bytes differed).
+        [0, (1 << 52) + 1, max, T0, 1, 2, 3],
+        [0, max - 2, max - 1, T0, 1, 2, 3],
         [-1, T0, T0, T0, 1, 2, 3],
         [4_000, max + 1, T0, T0, 1, 2, 3],
         [4_000, T0, -max - 1, T0, 1, 2, 3],
@@ -1368,6 +1374,24 @@ fn a_binary_value_at_and_past_its_ranges_is_decided_alike_on_every_path() {
     ] {
         let text: Vec<String> = fields.iter().map(i64::to_string).collect();
         one_plain_acquire_from(binary_of(&text.join(" ")).unwrap());
+    }
+}
+
+/// A refund on a binary bucket stamped at MAX_BOOKED (nothing given back) and past it (damaged)
+/// is alike on every path (red team 2: past it, the bytes written back differed).
+#[test]
+fn a_refund_on_a_binary_bucket_at_and_past_max_booked_is_alike_on_every_path() {
+    let max = (1i64 << 53) - 1;
+    let refund = Op::Refund {
+        k: 0,
+        kind: PolicyKind::TokenBucket,
+        limit: 10,
+        per_ms: 1_000,
+        cost: 1,
+    };
+    for stamp in [1 << 52, max - 2] {
+        let text = format!("0 {stamp} {} {T0} 1 2 3", max - 1);
+        compare(&[binary_of(&text), None, None], &[(refund.clone(), 0)]);
     }
 }
 

@@ -8,7 +8,7 @@
 //! key API (no command round trip inside Redis): the decision's hot path is this GET and this
 //! SET.
 
-use ratelimit::core::bucket::{Bucket, Kind, Policy};
+use ratelimit::core::bucket::{Bucket, Kind, Policy, MAX_BOOKED};
 use redis_module::key::RedisKeyWritable;
 use redis_module::raw::KeyType;
 use redis_module::{Context, RedisError, RedisString};
@@ -103,8 +103,8 @@ const BINARY_MARK: u8 = 1;
 const MAX_BINARY: i64 = (1 << 53) - 1;
 
 /// The mark, then 7 numbers (a token bucket) or 9 (a window's code and previous window after
-/// them), each a little-endian i64 from -MAX_BINARY to MAX_BINARY, those that count from 0, the
-/// code 0 to 3: bucket.lua's `parse_binary`.
+/// them), each a little-endian i64 from -MAX_BINARY to MAX_BINARY, the stamp within MAX_BOOKED
+/// of zero, those that count from 0, the code 0 to 3: bucket.lua's `parse_binary`.
 fn parse_binary(v: &[u8]) -> Option<Stored> {
     let n = match v.len() {
         57 => 7,
@@ -118,6 +118,9 @@ fn parse_binary(v: &[u8]) -> Option<Stored> {
         if !(-MAX_BINARY..=MAX_BINARY).contains(x) {
             return None;
         }
+    }
+    if !(-MAX_BOOKED..=MAX_BOOKED).contains(&f[1]) {
+        return None;
     }
     let count = |x: i64| u64::try_from(x).ok();
     Some(Stored {
@@ -672,9 +675,9 @@ mod tests {
     fn a_binary_value_out_of_its_ranges_or_length_is_damaged() {
         let ok = [
             0,
-            -MAX_BINARY,
+            -MAX_BOOKED,
             MAX_BINARY,
-            0,
+            -MAX_BINARY,
             MAX_BINARY,
             0,
             0,
@@ -684,7 +687,8 @@ mod tests {
         assert!(parse(&binary(&ok)).is_some());
         for (i, bad) in [
             (0, -1),
-            (1, -MAX_BINARY - 1),
+            (1, -MAX_BOOKED - 1),
+            (1, MAX_BOOKED + 1),
             (2, MAX_BINARY + 1),
             (3, i64::MIN),
             (4, -1),

@@ -23,7 +23,7 @@ mod resp;
 pub use conn::Target;
 pub use module::path_name;
 
-use crate::core::bucket::{Bucket, Kind, Policy};
+use crate::core::bucket::{Bucket, Kind, Policy, MAX_BOOKED};
 use crate::core::counters::{Counters, Stats};
 use crate::core::decision::{self, Ask, Reason, Source, Verdict};
 use crate::core::keyswitch::{Fingerprint, KeyRecord, STAMP_NOW};
@@ -209,7 +209,8 @@ fn parse_bucket(v: &[u8]) -> Option<[i64; 7]> {
 const BINARY_MARK: u8 = 1;
 
 /// A binary value (bucket.lua's `parse_binary`): the mark, then 7 or 9 little-endian i64, each
-/// within 2^53 - 1 of zero, those that count from 0, the policy's code from 0 to 3.
+/// within 2^53 - 1 of zero, the stamp within MAX_BOOKED, those that count from 0, the policy's
+/// code from 0 to 3.
 fn parse_binary(v: &[u8]) -> Option<[i64; 7]> {
     const MAX: i64 = (1 << 53) - 1;
     let n = match v.len() {
@@ -231,7 +232,8 @@ fn parse_binary(v: &[u8]) -> Option<[i64; 7]> {
         (0, 0)
     };
     let unsigned = [out[0], out[4], out[5], out[6], prev];
-    (unsigned.iter().all(|x| *x >= 0) && (0..=3).contains(&kind)).then_some(out)
+    let stamp = (-MAX_BOOKED..=MAX_BOOKED).contains(&out[1]);
+    (stamp && unsigned.iter().all(|x| *x >= 0) && (0..=3).contains(&kind)).then_some(out)
 }
 
 /// The reply of `acquire_all.lua`: reported, flags, lease, expired, the combined verdict and
@@ -1226,12 +1228,15 @@ mod stored_tests {
     #[test]
     fn a_binary_value_out_of_its_ranges_or_length_is_none() {
         let max = (1i64 << 53) - 1;
-        let ok = [0, -max, max, 0, max, 0, 0, 3, max];
+        let booked = crate::core::bucket::MAX_BOOKED;
+        let ok = [0, -booked, max, -max, max, 0, 0, 3, max];
         assert!(parse_bucket(&binary(&ok)).is_some());
         for (i, bad) in [
             (0, -1),
-            (1, -max - 1),
+            (1, -booked - 1),
+            (1, booked + 1),
             (2, max + 1),
+            (3, -max - 1),
             (4, -1),
             (6, max + 1),
             (7, 4),

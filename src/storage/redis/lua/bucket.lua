@@ -495,8 +495,10 @@ local function format_bucket(tokens, stamp, full_again, used, counts, kind, prev
 end
 
 -- A binary value's fields (see format_bucket), or false when it is not one ratelimit wrote:
--- 57 or 73 bytes, instants from -MAX_BINARY to MAX_BINARY, milli-tokens, counts and previous
--- window from 0 to MAX_BINARY, a policy code from 0 to 3.
+-- 57 or 73 bytes, its stamp from -MAX_BOOKED to MAX_BOOKED (the core's latest: past it, the
+-- arithmetic in doubles is no longer the core's), the other instants from -MAX_BINARY to
+-- MAX_BINARY, milli-tokens, counts and previous window from 0 to MAX_BINARY, a policy code from
+-- 0 to 3.
 local function parse_binary(v)
   local _, t, s, f, u, a, d, i, k, pv
   if #v == 57 then
@@ -512,7 +514,10 @@ local function parse_binary(v)
       return false
     end
   end
-  for _, n in ipairs({ s, f, u }) do
+  if s < -MAX_BOOKED or s > MAX_BOOKED then
+    return false
+  end
+  for _, n in ipairs({ f, u }) do
     if n < -MAX_BINARY or n > MAX_BINARY then
       return false
     end

@@ -52,7 +52,8 @@ local function lean_acquire(keys, args)
       local _, f, u
       _, t, s, f, u, a, d, i = struct.unpack(BINARY_7, v)
       local max = MAX_BINARY
-      if t < 0 or t > max or s < -max or s > max or f < -max or f > max or u < -max or u > max
+      if t < 0 or t > max or s < -MAX_BOOKED or s > MAX_BOOKED or f < -max or f > max or u < -max
+        or u > max
         or a < 0 or a > max or d < 0 or d > max or i < 0 or i > max then
         break
       end
