@@ -26,6 +26,22 @@ pub struct Stored {
 }
 
 impl Stored {
+    /// Whether the numbers are in the ranges ratelimit writes (bucket.lua's `in_range`): the
+    /// stamp within MAX_BOOKED of zero (past it the scripts' arithmetic in doubles is no longer
+    /// the core's), the other instants within MAX_STORED, milli-tokens, counts and previous
+    /// window up to MAX_STORED. Past them a value is damaged, in either form.
+    fn in_range(&self) -> bool {
+        let m = MAX_STORED as u64;
+        let b = &self.bucket;
+        (-MAX_BOOKED..=MAX_BOOKED).contains(&b.stamp)
+            && [self.full_at, self.used_at]
+                .iter()
+                .all(|x| (-MAX_STORED..=MAX_STORED).contains(x))
+            && b.tokens <= m
+            && b.prev <= m
+            && self.counts.iter().all(|c| *c <= m)
+    }
+
     /// What a decision at `now` leaves of `prior` (the value it read, if any): `bucket`, full
     /// again as `p` refills it, `counts`, in `prior`'s form.
     pub fn decided(
@@ -94,17 +110,18 @@ pub fn parse(v: &[u8]) -> Option<Stored> {
         counts,
         binary: false,
     })
+    .filter(Stored::in_range)
 }
 
 /// The first byte of a binary value (a text value's is a digit).
 const BINARY_MARK: u8 = 1;
 
-/// The largest magnitude of a binary value's numbers: each is exact in a Lua double.
-const MAX_BINARY: i64 = (1 << 53) - 1;
+/// The largest magnitude of a stored number, in either form: each is exact in a Lua double.
+const MAX_STORED: i64 = (1 << 53) - 1;
 
 /// The mark, then 7 numbers (a token bucket) or 9 (a window's code and previous window after
-/// them), each a little-endian i64 from -MAX_BINARY to MAX_BINARY, the stamp within MAX_BOOKED
-/// of zero, those that count from 0, the code 0 to 3: bucket.lua's `parse_binary`.
+/// them), each a little-endian i64, [`Stored::in_range`], the code 0 to 3: bucket.lua's
+/// `parse_binary`.
 fn parse_binary(v: &[u8]) -> Option<Stored> {
     let n = match v.len() {
         57 => 7,
@@ -115,15 +132,9 @@ fn parse_binary(v: &[u8]) -> Option<Stored> {
     for (i, x) in f.iter_mut().take(n).enumerate() {
         let b: [u8; 8] = v[1 + 8 * i..9 + 8 * i].try_into().ok()?;
         *x = i64::from_le_bytes(b);
-        if !(-MAX_BINARY..=MAX_BINARY).contains(x) {
-            return None;
-        }
-    }
-    if !(-MAX_BOOKED..=MAX_BOOKED).contains(&f[1]) {
-        return None;
     }
     let count = |x: i64| u64::try_from(x).ok();
-    Some(Stored {
+    let s = Stored {
         bucket: Bucket {
             tokens: count(f[0])?,
             stamp: f[1],
@@ -134,7 +145,8 @@ fn parse_binary(v: &[u8]) -> Option<Stored> {
         used_at: f[3],
         counts: [count(f[4])?, count(f[5])?, count(f[6])?],
         binary: true,
-    })
+    };
+    s.in_range().then_some(s)
 }
 
 /// A stored value's fields, one after another.
@@ -214,10 +226,10 @@ pub fn format_bytes(s: &Stored) -> Vec<u8> {
     out[..n].to_vec()
 }
 
-/// A binary value (`format_bucket` of bucket.lua): a count saturates at MAX_BINARY; every other
+/// A binary value (`format_bucket` of bucket.lua): a count saturates at MAX_STORED; every other
 /// number is written as it is (read back out of range, it is damaged, as in Lua).
 fn put_binary(out: &mut [u8; MAX_LEN], s: &Stored) -> usize {
-    let count = |c: u64| c.min(MAX_BINARY as u64) as i64;
+    let count = |c: u64| c.min(MAX_STORED as u64) as i64;
     let b = &s.bucket;
     let fields = [
         b.tokens as i64,
@@ -256,9 +268,10 @@ fn put(out: &mut [u8; MAX_LEN], s: &Stored) -> usize {
         (s.bucket.stamp < 0, s.bucket.stamp.unsigned_abs()),
         (s.full_at < 0, s.full_at.unsigned_abs()),
         (s.used_at < 0, s.used_at.unsigned_abs()),
-        (false, s.counts[0]),
-        (false, s.counts[1]),
-        (false, s.counts[2]),
+        // A count saturates (no value holds one past MAX_STORED).
+        (false, s.counts[0].min(MAX_STORED as u64)),
+        (false, s.counts[1].min(MAX_STORED as u64)),
+        (false, s.counts[2].min(MAX_STORED as u64)),
         // A window's policy and previous window (format_bucket: only when not a plain token
         // bucket).
         (false, u64::from(s.bucket.kind.code())),
@@ -444,13 +457,24 @@ mod tests {
                     counts: [u, u / 7, 3],
                     binary: false,
                 };
+                // A count saturates at MAX_STORED.
+                let m = MAX_STORED as u64;
                 let expected = format!(
-                    "{u} {stamp} {} {stamp} {u} {} 3 2 {u}",
+                    "{u} {stamp} {} {stamp} {} {} 3 2 {u}",
                     stamp.wrapping_add(1),
-                    u / 7
+                    u.min(m),
+                    (u / 7).min(m)
                 );
                 assert_eq!(format(&s), expected);
-                assert_eq!(parse(expected.as_bytes()), Some(s));
+                // Read back when its numbers are in range; damaged past them.
+                let back = Stored {
+                    counts: [u.min(m), (u / 7).min(m), 3],
+                    ..s
+                };
+                assert_eq!(
+                    parse(expected.as_bytes()),
+                    Some(back).filter(Stored::in_range)
+                );
             }
         }
     }
@@ -534,6 +558,7 @@ mod tests {
             counts: [unsigned(f[4])?, unsigned(f[5])?, unsigned(f[6])?],
             binary: false,
         })
+        .filter(Stored::in_range)
     }
 
     /// Values near every edge (numbers at and past their type's range, signs, spaces, short
@@ -618,8 +643,23 @@ mod tests {
             "1 2 3 4 5 6 7 ",
             "a 2 3 4 5 6 7",
             "1 - 3 4 5 6 7",
+            // Past the ranges ratelimit writes (`Stored::in_range`).
+            "9007199254740992 2 3 4 5 6 7",
+            "1 4503599627370497 3 4 5 6 7",
+            "1 -4503599627370497 3 4 5 6 7",
+            "1 2 9007199254740992 4 5 6 7",
+            "1 2 3 -9007199254740992 5 6 7",
+            "1 2 3 4 9007199254740992 6 7",
+            "1 2 3 4 5 6 18446744073709551615",
+            "1 2 3 4 5 6 7 2 9007199254740992",
         ] {
             assert_eq!(parse(v.as_bytes()), None, "{v:?}");
+        }
+        for v in [
+            "9007199254740991 4503599627370496 9007199254740991 -9007199254740991 0 0 0",
+            "0 -4503599627370496 0 0 9007199254740991 9007199254740991 9007199254740991 2 9007199254740991",
+        ] {
+            assert!(parse(v.as_bytes()).is_some(), "{v:?}");
         }
     }
 
@@ -662,12 +702,12 @@ mod tests {
 
     #[test]
     fn a_binary_count_saturates_at_the_largest_binary_number() {
-        let mut s = parse(&binary(&[1, 2, 3, 4, MAX_BINARY, 0, 0])).unwrap();
+        let mut s = parse(&binary(&[1, 2, 3, 4, MAX_STORED, 0, 0])).unwrap();
         s.counts[0] += 1;
         s.counts[2] = u64::MAX;
         assert_eq!(
             format_bytes(&s),
-            binary(&[1, 2, 3, 4, MAX_BINARY, 0, MAX_BINARY])
+            binary(&[1, 2, 3, 4, MAX_STORED, 0, MAX_STORED])
         );
     }
 
@@ -676,20 +716,20 @@ mod tests {
         let ok = [
             0,
             -MAX_BOOKED,
-            MAX_BINARY,
-            -MAX_BINARY,
-            MAX_BINARY,
+            MAX_STORED,
+            -MAX_STORED,
+            MAX_STORED,
             0,
             0,
             3,
-            MAX_BINARY,
+            MAX_STORED,
         ];
         assert!(parse(&binary(&ok)).is_some());
         for (i, bad) in [
             (0, -1),
             (1, -MAX_BOOKED - 1),
             (1, MAX_BOOKED + 1),
-            (2, MAX_BINARY + 1),
+            (2, MAX_STORED + 1),
             (3, i64::MIN),
             (4, -1),
             (6, i64::MAX),

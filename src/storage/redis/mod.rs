@@ -184,7 +184,7 @@ fn unhex16(s: &str) -> Option<[u8; 16]> {
 
 /// A stored bucket as `acquire.lua` writes it: milli-tokens, stamp, full again at, last
 /// decision, allowed, rate-denied and inflight-denied counts; in either form (bucket.lua's
-/// `format_bucket`: text, or binary).
+/// `format_bucket`: text, or binary), its numbers in range (`in_range`).
 fn parse_bucket(v: &[u8]) -> Option<[i64; 7]> {
     if v.first() == Some(&BINARY_MARK) {
         return parse_binary(v);
@@ -196,32 +196,41 @@ fn parse_bucket(v: &[u8]) -> Option<[i64; 7]> {
         *o = fields.next()?.parse().ok()?;
     }
     // A window's policy code and previous window (see format_bucket), or nothing more.
-    match (fields.next(), fields.next(), fields.next()) {
-        (None, _, _) => Some(out),
-        (Some(k), Some(p), None) => (k.parse::<i64>().ok().and_then(Kind::from_code).is_some()
-            && p.parse::<u64>().is_ok())
-        .then_some(out),
-        _ => None,
-    }
+    let prev = match (fields.next(), fields.next(), fields.next()) {
+        (None, _, _) => 0,
+        (Some(k), Some(p), None) => {
+            k.parse::<i64>().ok().and_then(Kind::from_code)?;
+            p.parse().ok()?
+        }
+        _ => return None,
+    };
+    in_range(&out, prev).then_some(out)
 }
 
 /// The first byte of a binary value (never a digit: a text value starts with one).
 const BINARY_MARK: u8 = 1;
 
-/// A binary value (bucket.lua's `parse_binary`): the mark, then 7 or 9 little-endian i64, each
-/// within 2^53 - 1 of zero, the stamp within MAX_BOOKED, those that count from 0, the policy's
-/// code from 0 to 3.
-fn parse_binary(v: &[u8]) -> Option<[i64; 7]> {
+/// The ranges ratelimit writes a stored bucket's numbers in (bucket.lua's `in_range`): the
+/// stamp within MAX_BOOKED of zero, the other instants within 2^53 - 1, milli-tokens, counts
+/// and previous window from 0 to 2^53 - 1.
+fn in_range(f: &[i64; 7], prev: i64) -> bool {
     const MAX: i64 = (1 << 53) - 1;
+    (-MAX_BOOKED..=MAX_BOOKED).contains(&f[1])
+        && f.iter().all(|x| (-MAX..=MAX).contains(x))
+        && [f[0], f[4], f[5], f[6], prev]
+            .iter()
+            .all(|x| (0..=MAX).contains(x))
+}
+
+/// A binary value (bucket.lua's `parse_binary`): the mark, then 7 or 9 little-endian i64,
+/// `in_range`, the policy's code from 0 to 3.
+fn parse_binary(v: &[u8]) -> Option<[i64; 7]> {
     let n = match v.len() {
         57 => 7,
         73 => 9,
         _ => return None,
     };
-    let field = |i: usize| {
-        let b: [u8; 8] = v[1 + 8 * i..9 + 8 * i].try_into().ok()?;
-        Some(i64::from_le_bytes(b)).filter(|x| (-MAX..=MAX).contains(x))
-    };
+    let field = |i: usize| Some(i64::from_le_bytes(v[1 + 8 * i..9 + 8 * i].try_into().ok()?));
     let mut out = [0i64; 7];
     for (i, o) in out.iter_mut().enumerate() {
         *o = field(i)?;
@@ -231,9 +240,7 @@ fn parse_binary(v: &[u8]) -> Option<[i64; 7]> {
     } else {
         (0, 0)
     };
-    let unsigned = [out[0], out[4], out[5], out[6], prev];
-    let stamp = (-MAX_BOOKED..=MAX_BOOKED).contains(&out[1]);
-    (stamp && unsigned.iter().all(|x| *x >= 0) && (0..=3).contains(&kind)).then_some(out)
+    ((0..=3).contains(&kind) && in_range(&out, prev)).then_some(out)
 }
 
 /// The reply of `acquire_all.lua`: reported, flags, lease, expired, the combined verdict and
@@ -1223,6 +1230,20 @@ mod stored_tests {
         window.extend([2, 500]);
         assert_eq!(parse_bucket(b"999000 -5 6000 7 12 3 4 2 500"), Some(fields));
         assert_eq!(parse_bucket(&binary(&window)), Some(fields));
+    }
+
+    #[test]
+    fn a_text_value_out_of_its_ranges_is_none() {
+        for v in [
+            "9007199254740992 2 3 4 5 6 7",
+            "1 4503599627370497 3 4 5 6 7",
+            "1 2 -9007199254740992 4 5 6 7",
+            "1 2 3 4 5 6 99999999999999999999",
+            "1 2 3 4 5 6 7 2 9007199254740992",
+            "1 2 3 4 5 6 7 9 0",
+        ] {
+            assert_eq!(parse_bucket(v.as_bytes()), None, "{v}");
+        }
     }
 
     #[test]

@@ -462,43 +462,51 @@ end
 -- again at, last decision, then its allowed, rate-denied and inflight-denied counts; then,
 -- for a window only, its policy's code and the previous window's milli-tokens (a token bucket
 -- is written as before policies existed, so that older builds still read it).
--- Two forms of the same fields (docs/redis.md, "The stored value"): text, decimal numbers
--- separated by one space; and binary, BINARY_MARK then each number as a little-endian 64-bit
--- integer, each below 2^53 from zero (exact in a double): struct instead of string.match and
--- string.format, some 15,000 fewer instructions of the server's per decision
--- (bench/experiments/lean-value, issue 24). A value is written back in the form it was read
--- in; a new bucket in text, which every build reads.
+-- Two forms of the same fields (docs/redis.md, "A bucket's stored value"): text, decimal
+-- numbers separated by one space; and binary, BINARY_MARK then each number as a little-endian
+-- 64-bit integer, read and written by struct instead of string.match and string.format (some
+-- 8,000 to 14,000 fewer instructions of the server's per decision, bench/experiments/lean-value,
+-- issue 24). In both, each number is `in_range`. A value is written back in the form it was
+-- read in; a new bucket in text, which every build reads.
 local BINARY_MARK = '\1'
 local BINARY_7, BINARY_9 = '<c1i8i8i8i8i8i8i8', '<c1i8i8i8i8i8i8i8i8i8'
--- struct.unpack gives doubles: any integer past this one reads as one past it too (rounding is
--- monotonic and 2^53 a double), so the range check below is exact.
-local MAX_BINARY = 2 ^ 53 - 1
+-- tonumber and struct.unpack give doubles: any integer past this one reads as one past it too
+-- (rounding is monotonic and 2^53 a double), so the range checks of `in_range` are exact.
+local MAX_STORED = 2 ^ 53 - 1
 
 local function format_bucket(tokens, stamp, full_again, used, counts, kind, prev, binary)
   local window = (kind or TOKEN_BUCKET) ~= TOKEN_BUCKET or (prev or 0) ~= 0
+  -- A count saturates (a value holds none past MAX_STORED).
+  local a, d, i = math.min(counts[1], MAX_STORED), math.min(counts[2], MAX_STORED),
+    math.min(counts[3], MAX_STORED)
   if binary then
-    -- A count saturates (a binary value holds none past MAX_BINARY).
-    local a, d, i = math.min(counts[1], MAX_BINARY), math.min(counts[2], MAX_BINARY),
-      math.min(counts[3], MAX_BINARY)
     if window then
       return struct.pack(BINARY_9, BINARY_MARK, tokens, stamp, full_again, used, a, d, i,
         kind or TOKEN_BUCKET, prev or 0)
     end
     return struct.pack(BINARY_7, BINARY_MARK, tokens, stamp, full_again, used, a, d, i)
   end
-  local v = string.format('%d %d %d %d %d %d %d', tokens, stamp, full_again, used, counts[1],
-    counts[2], counts[3])
+  local v = string.format('%d %d %d %d %d %d %d', tokens, stamp, full_again, used, a, d, i)
   if window then
     v = v .. string.format(' %d %d', kind or TOKEN_BUCKET, prev or 0)
   end
   return v
 end
 
+-- Whether a stored value's numbers are in the ranges ratelimit writes, in either form: the
+-- stamp from -MAX_BOOKED to MAX_BOOKED (the core's latest: past it, the arithmetic in doubles
+-- is no longer the core's), the other instants from -MAX_STORED to MAX_STORED, milli-tokens,
+-- counts and previous window from 0 to MAX_STORED (a value past them is damaged, never read as
+-- a full bucket: the module reads the same).
+local function in_range(t, s, f, u, a, d, i, pv)
+  local m = MAX_STORED
+  return t >= 0 and t <= m and a >= 0 and a <= m and d >= 0 and d <= m and i >= 0 and i <= m
+    and pv >= 0 and pv <= m and s >= -MAX_BOOKED and s <= MAX_BOOKED and f >= -m and f <= m
+    and u >= -m and u <= m
+end
+
 -- A binary value's fields (see format_bucket), or false when it is not one ratelimit wrote:
--- 57 or 73 bytes, its stamp from -MAX_BOOKED to MAX_BOOKED (the core's latest: past it, the
--- arithmetic in doubles is no longer the core's), the other instants from -MAX_BINARY to
--- MAX_BINARY, milli-tokens, counts and previous window from 0 to MAX_BINARY, a policy code from
--- 0 to 3.
+-- 57 or 73 bytes, its numbers `in_range`, a policy code from 0 to 3.
 local function parse_binary(v)
   local _, t, s, f, u, a, d, i, k, pv
   if #v == 57 then
@@ -509,20 +517,7 @@ local function parse_binary(v)
   else
     return false
   end
-  for _, n in ipairs({ t, a, d, i, pv }) do
-    if n < 0 or n > MAX_BINARY then
-      return false
-    end
-  end
-  if s < -MAX_BOOKED or s > MAX_BOOKED then
-    return false
-  end
-  for _, n in ipairs({ f, u }) do
-    if n < -MAX_BINARY or n > MAX_BINARY then
-      return false
-    end
-  end
-  if k < 0 or k > 3 then
+  if k < 0 or k > 3 or not in_range(t, s, f, u, a, d, i, pv) then
     return false
   end
   return t, s, f, u, a, d, i, k, pv, true
@@ -552,8 +547,12 @@ local function parse_bucket(v)
     end
     k, pv = tonumber(kk), tonumber(pp)
   end
-  return tonumber(t), tonumber(s), tonumber(f), tonumber(u), tonumber(a), tonumber(d), tonumber(i),
-    k, pv, false
+  t, s, f, u, a, d, i = tonumber(t), tonumber(s), tonumber(f), tonumber(u), tonumber(a),
+    tonumber(d), tonumber(i)
+  if not in_range(t, s, f, u, a, d, i, pv) then
+    return false
+  end
+  return t, s, f, u, a, d, i, k, pv, false
 end
 
 -- A value of another type at one of our names (a hash, a list, a set: another tenant of a shared

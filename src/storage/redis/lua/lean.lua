@@ -36,12 +36,16 @@ local function lean_acquire(keys, args)
       break
     end
     local cap, binary = limit * MILLI, false
-    local t, s, a, d, i = string.match(v, '^(%d+) (%-?%d+) %-?%d+ %-?%d+ (%d+) (%d+) (%d+)$')
+    local t, s, f, u, a, d, i = string.match(v,
+      '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
     if t then
       -- Counts carried as read only in the form they are written (no leading zero, exact in a
       -- double: at most 15 digits); any other goes the general way, which writes them anew.
-      if #a > 15 or #d > 15 or #i > 15 or (#a > 1 and a:byte() == 48)
-        or (#d > 1 and d:byte() == 48) or (#i > 1 and i:byte() == 48) then
+      -- Numbers of 15 characters or fewer are within `in_range`'s bounds; longer ones go the
+      -- general way too, which checks them.
+      if #a > 15 or #d > 15 or #i > 15 or #t > 15 or #s > 15 or #f > 15 or #u > 15
+        or (#a > 1 and a:byte() == 48) or (#d > 1 and d:byte() == 48)
+        or (#i > 1 and i:byte() == 48) then
         break
       end
       t, s = t + 0, s + 0
@@ -49,9 +53,9 @@ local function lean_acquire(keys, args)
       if #v ~= 57 or string.byte(v, 1) ~= 1 then
         break
       end
-      local _, f, u
+      local _
       _, t, s, f, u, a, d, i = struct.unpack(BINARY_7, v)
-      local max = MAX_BINARY
+      local max = MAX_STORED
       if t < 0 or t > max or s < -MAX_BOOKED or s > MAX_BOOKED or f < -max or f > max or u < -max
         or u > max
         or a < 0 or a > max or d < 0 or d > max or i < 0 or i > max then
@@ -82,9 +86,9 @@ local function lean_acquire(keys, args)
     local value
     if binary then
       if reason == 0 then
-        a = math.min(a + 1, MAX_BINARY)
+        a = math.min(a + 1, MAX_STORED)
       else
-        d = math.min(d + 1, MAX_BINARY)
+        d = math.min(d + 1, MAX_STORED)
       end
       value = struct.pack(BINARY_7, BINARY_MARK, tokens, stamp, full_again, now, a, d, i)
     else
