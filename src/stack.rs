@@ -206,6 +206,11 @@ fn failover(
     } else {
         redis
     };
+    let redis = if r.binary_values {
+        redis.writing_binary_values()
+    } else {
+        redis
+    };
     // The breakers' states are the host's (a file per server beside the database): every
     // worker reads its server's before asking Redis.
     let site = HostBreaker::path_for(db_path);

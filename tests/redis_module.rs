@@ -836,8 +836,98 @@ fn compare<V: AsRef<[u8]>>(start: &[Option<V>], ops: &[(Op, u8)]) {
     assert_eq!(a, x, "stored by the module, then by all three");
 }
 
+/// A bucket's value in text: a binary one decoded (bucket.lua's `format_bucket` forms).
+fn as_text(v: &[u8]) -> String {
+    if v.first() == Some(&1) && (v.len() == 57 || v.len() == 73) {
+        let n: Vec<String> = v[1..]
+            .chunks(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()).to_string())
+            .collect();
+        return n.join(" ");
+    }
+    String::from_utf8_lossy(v).into_owned()
+}
+
+/// What a run left under `prefix` (see `state`), each bucket in text.
+fn state_in_text(prefix: &str) -> BTreeMap<String, String> {
+    let mut c = admin();
+    let mut out = state(prefix);
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*}}b:*"))
+        .query(&mut c)
+        .unwrap();
+    for k in names {
+        let v: Vec<u8> = redis::cmd("GET").arg(&k).query(&mut c).unwrap();
+        out.insert(k[prefix.len()..].to_string(), as_text(&v));
+    }
+    out
+}
+
+/// Runs `ops` on the module (which writes new buckets in text), and on the scripts and the
+/// Function of a host writing them in binary (`ratelimit.redis_value_form = binary`): the same
+/// answers, and the same state once each bucket is read in text.
+fn compare_value_forms(start: &[Option<Vec<u8>>], ops: &[Op]) {
+    let clock = ManualClock::at(T0);
+    let (m, sc, f) = (Module::new(), Module::new(), Module::new());
+    for b in [&m, &sc, &f] {
+        seed(&b.prefix, start);
+    }
+    let mut module = m.store(Some(clock.clock()));
+    assert!(module.uses_module().unwrap());
+    let mut script = sc
+        .store(Some(clock.clock()))
+        .scripts_only()
+        .writing_binary_values();
+    let mut function = f
+        .store(Some(clock.clock()))
+        .without_module()
+        .writing_binary_values();
+    assert!(function.uses_functions().unwrap());
+    let (mut tm, mut ts, mut tf) = (Vec::new(), Vec::new(), Vec::new());
+    let mut now = T0;
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::Advance(dt) = op {
+            now += dt;
+            clock.set(now);
+            continue;
+        }
+        let a = run_op(&mut module, op, &mut tm);
+        assert_eq!(
+            a,
+            run_op(&mut script, op, &mut ts),
+            "step {i} {op:?}: the scripts"
+        );
+        assert_eq!(
+            a,
+            run_op(&mut function, op, &mut tf),
+            "step {i} {op:?}: the Function"
+        );
+    }
+    let a = state_in_text(&m.prefix);
+    assert_eq!(
+        a,
+        state_in_text(&sc.prefix),
+        "by the module, then the binary scripts"
+    );
+    assert_eq!(
+        a,
+        state_in_text(&f.prefix),
+        "by the module, then the binary Function"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A host writing new buckets in binary answers as a text one, on any start and any run of
+    /// calls, and stores the same numbers.
+    #[test]
+    fn a_host_writing_binary_values_answers_and_stores_as_a_text_one(
+        start in proptest::collection::vec(in_either_form(start_value()), 3),
+        ops in proptest::collection::vec(op(), 1..40),
+    ) {
+        compare_value_forms(&start, &ops);
+    }
 
     /// On any starting state and any run of calls (reservations and forced charges among
     /// them), the module answers, stores and counts as the scripts and the Function do, and

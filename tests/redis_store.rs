@@ -1176,6 +1176,57 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// A host writing new buckets in binary (`ratelimit.redis_value_form = binary`) makes them
+/// binary on the scripts' path and the Function's, a compound call's too; a bucket it finds in
+/// text stays text, and a damaged one is replaced in text.
+#[test]
+fn a_host_writing_binary_values_makes_new_buckets_binary_and_keeps_found_ones_as_found() {
+    let r = Redis::single();
+    let mut c = admin();
+    let name = |k: &ratelimit::core::subject::BucketKey| {
+        format!("{}{{{}}}b:{}", r.prefix, hex(&k.group), hex(&k.bucket))
+    };
+    let get = |c: &mut redis::Connection, k: &ratelimit::core::subject::BucketKey| -> Vec<u8> {
+        redis::cmd("GET").arg(name(k)).query(c).unwrap()
+    };
+    let scripts = || r.store(None).scripts_only().writing_binary_values();
+    let function = || r.store(None).writing_binary_values();
+    let a = ask(5, 60_000, 0);
+    let (k71, k72, k73) = (key(71), key(72), key(73));
+    // A compound call's buckets are one subject's.
+    let k74 = ratelimit::core::subject::BucketKey {
+        bucket: [74; 16],
+        ..k73
+    };
+    let mut s = scripts();
+    s.acquire(&k71, &a, 60_000, &mut none()).unwrap();
+    let mut f = function();
+    assert!(f.uses_functions().unwrap());
+    f.acquire(&k72, &a, 60_000, &mut none()).unwrap();
+    s.acquire_all(&[k73, k74], &[a, a], 60_000, &mut none())
+        .unwrap();
+    for k in [k71, k72, k73, k74] {
+        let v = get(&mut c, &k);
+        assert_eq!((v.len(), v[0]), (57, 1), "bucket {:?}: {v:?}", k.bucket[0]);
+    }
+    // Found in text: kept so by both paths.
+    let mut t = r.store(None);
+    t.acquire(&key(75), &a, 60_000, &mut none()).unwrap();
+    s.acquire(&key(75), &a, 60_000, &mut none()).unwrap();
+    f.acquire(&key(75), &a, 60_000, &mut none()).unwrap();
+    let v = String::from_utf8(get(&mut c, &key(75))).unwrap();
+    assert_eq!(v.split(' ').nth(4), Some("3"), "{v}");
+    // Damaged: replaced in text, which every build reads.
+    let _: () = redis::cmd("SET")
+        .arg(name(&key(76)))
+        .arg("garbage")
+        .query(&mut c)
+        .unwrap();
+    let e = f.acquire(&key(76), &a, 60_000, &mut none()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt);
+    assert!(get(&mut c, &key(76)).starts_with(b"0 "));
+}
+
 /// A bucket in binary (the form a later build writes: bucket.lua's `format_bucket`) is shown
 /// by top with its counts, and denials added from a deny cache keep it binary.
 #[test]

@@ -231,7 +231,7 @@ pub const SQLITE: [Directive; 3] = [
 ];
 
 /// The directives of the Redis backend (and of its breaker and fallback).
-pub const REDIS: [Directive; 12] = [
+pub const REDIS: [Directive; 13] = [
     directive(c"ratelimit.backend", c"sqlite",
         "sqlite or redis",
         "any",
@@ -320,6 +320,17 @@ pub const REDIS: [Directive; 12] = [
             "" | "none" => Fallback::None,
             "local" => Fallback::Local,
             _ => return Err(Invalid("expected none or local")),
+        };
+        Ok(())
+    }),
+    directive(c"ratelimit.redis_value_form", c"text",
+        "text or binary",
+        "redis",
+        "The form the scripts write a new bucket's value in (docs/redis.md, \"A bucket's stored value\"): `text`, which every build reads, or `binary`, some 10% less of the server's work a decision, which older builds (those without this setting) cannot read: set it once every host of the site runs a build that has it. Every path reads both forms and keeps a bucket in the form it found it.", |c, v| {
+        c.redis.binary_values = match v.trim() {
+            "text" => false,
+            "binary" => true,
+            _ => return Err(Invalid("expected text or binary")),
         };
         Ok(())
     }),
@@ -528,6 +539,8 @@ pub struct RedisConfig {
     pub breaker: BreakerConfig,
     /// Decide also on a server whose `maxmemory-policy` evicts keys (refused by default).
     pub allow_eviction: bool,
+    /// Write new buckets in the binary form (`ratelimit.redis_value_form = binary`).
+    pub binary_values: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -819,7 +832,7 @@ mod tests {
     #[test]
     fn every_directive_is_named_once() {
         let names: Vec<_> = directives().map(|d| d.name).collect();
-        assert_eq!(names.len(), 27);
+        assert_eq!(names.len(), 28);
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
@@ -902,6 +915,8 @@ mod tests {
             ("ratelimit.redis_prefix", "a b"),
             ("ratelimit.redis_timeout_ms", "0"),
             ("ratelimit.redis_fallback", "remote"),
+            ("ratelimit.redis_value_form", "bin"),
+            ("ratelimit.redis_value_form", ""),
             ("ratelimit.redis_breaker_failures", "0"),
         ] {
             assert!(c.set(name, bad).is_err(), "{name}={bad:?}");

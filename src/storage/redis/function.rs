@@ -61,12 +61,14 @@ fn fnv1a(s: &str) -> u64 {
     })
 }
 
-fn library() -> &'static Library {
-    static L: OnceLock<Library> = OnceLock::new();
-    L.get_or_init(|| {
+/// The library of a host writing new buckets in text, or in binary (another version: the two
+/// never replace each other).
+fn library(binary: bool) -> &'static Library {
+    static L: [OnceLock<Library>; 2] = [OnceLock::new(), OnceLock::new()];
+    L[usize::from(binary)].get_or_init(|| {
         let body = format!(
             "{}\n{}",
-            include_str!("lua/bucket.lua"),
+            super::bucket_lua(binary),
             include_str!("lua/lean.lua")
         );
         let version = format!("{:016x}", fnv1a(&body));
@@ -196,8 +198,7 @@ fn text(e: &RedisError) -> String {
 /// The packed FCALL of the library's function; `None` when the server has no Functions for
 /// us. A server without the library (a fresh one, `FUNCTION FLUSH`, a failover) is given it, and
 /// the same command sent again: it did nothing the first time.
-fn fcall(c: &mut Link, packed: &[u8]) -> Result<Option<LeanReply>, RedisError> {
-    let lib = library();
+fn fcall(c: &mut Link, lib: &Library, packed: &[u8]) -> Result<Option<LeanReply>, RedisError> {
     match fcall_packed(c, packed) {
         Err(e) if text(&e).contains("function not found") => {
             let loaded = redis::cmd("FUNCTION")
@@ -319,10 +320,10 @@ impl RedisStore {
         };
         let mut packed = std::mem::take(&mut self.packed);
         let prefix = Arc::clone(&self.prefix);
-        let name = &library().name;
+        let lib = library(self.binary_values);
         let r = self.with_clock(&route, deadline, |c, now| {
-            pack_fcall(&mut packed, name, &prefix, key, now, ask);
-            fcall(c, &packed)
+            pack_fcall(&mut packed, &lib.name, &prefix, key, now, ask);
+            fcall(c, lib, &packed)
         });
         self.packed = packed;
         let reply = match r {
@@ -376,7 +377,7 @@ impl RedisStore {
         if self.path == Path::Module {
             return Ok(false);
         }
-        let lib = library();
+        let lib = library(self.binary_values);
         let r = self.conn.call(Route::Any, |c| {
             match redis::cmd("FUNCTION")
                 .arg("LOAD")
@@ -547,15 +548,34 @@ mod tests {
 
     #[test]
     fn the_library_names_its_version_and_registers_the_function_by_that_name() {
-        let lib = library();
-        let version = lib.name.strip_prefix("rl_acquire_").unwrap();
-        assert_eq!(version.len(), 16);
-        assert!(lib
-            .code
-            .starts_with(&format!("#!lua name=ratelimit_{version}\n")));
-        assert!(lib
-            .code
-            .contains(&format!("redis.register_function('{}'", lib.name)));
-        assert!(!lib.code.contains("RL_FN_NAME"));
+        for binary in [false, true] {
+            let lib = library(binary);
+            let version = lib.name.strip_prefix("rl_acquire_").unwrap();
+            assert_eq!(version.len(), 16);
+            assert!(lib
+                .code
+                .starts_with(&format!("#!lua name=ratelimit_{version}\n")));
+            assert!(lib
+                .code
+                .contains(&format!("redis.register_function('{}'", lib.name)));
+            assert!(!lib.code.contains("RL_FN_NAME"));
+        }
+    }
+
+    /// A host writing new buckets in binary has a library of its own, one line apart from a
+    /// text host's: the two never replace each other.
+    #[test]
+    fn a_binary_host_has_another_library_differing_by_the_new_buckets_form() {
+        let (text, binary) = (library(false), library(true));
+        assert_ne!(text.library, binary.library);
+        assert!(text.code.contains("local NEW_BUCKETS_BINARY = false\n"));
+        assert!(binary.code.contains("local NEW_BUCKETS_BINARY = true\n"));
+        let plain = |l: &Library| l.code.replace(&l.name, "F").replace(&l.library, "L");
+        let differing = plain(text)
+            .lines()
+            .zip(plain(binary).lines())
+            .filter(|(a, b)| a != b)
+            .count();
+        assert_eq!(differing, 1);
     }
 }

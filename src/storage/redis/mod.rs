@@ -57,13 +57,26 @@ struct Scripts {
     refund: Script,
 }
 
-fn scripts() -> &'static Scripts {
-    static S: OnceLock<Scripts> = OnceLock::new();
-    S.get_or_init(|| {
-        let with_bucket =
-            |body: &str| Script::new(&format!("{}\n{body}", include_str!("lua/bucket.lua")));
+/// bucket.lua writing new buckets in the binary form (`ratelimit.redis_value_form = binary`) or
+/// in text: one line apart, so that the two are other scripts and another Function library.
+fn bucket_lua(binary: bool) -> String {
+    const TEXT: &str = "local NEW_BUCKETS_BINARY = false\n";
+    let lua = include_str!("lua/bucket.lua");
+    debug_assert_eq!(lua.matches(TEXT).count(), 1);
+    if binary {
+        lua.replacen(TEXT, "local NEW_BUCKETS_BINARY = true\n", 1)
+    } else {
+        lua.to_string()
+    }
+}
+
+/// The scripts of a host writing new buckets in text, or in binary.
+fn scripts(binary: bool) -> &'static Scripts {
+    static S: [OnceLock<Scripts>; 2] = [OnceLock::new(), OnceLock::new()];
+    S[usize::from(binary)].get_or_init(|| {
+        let bucket = bucket_lua(binary);
+        let with_bucket = |body: &str| Script::new(&format!("{bucket}\n{body}"));
         let with_request = |body: &str| {
-            let bucket = include_str!("lua/bucket.lua");
             let request = include_str!("lua/request.lua");
             Script::new(&format!("{bucket}\n{request}\n{body}"))
         };
@@ -116,6 +129,8 @@ pub struct RedisStore {
     functions: function::Functions,
     /// The last plain acquire's command (see `module.rs`): one buffer for every call.
     packed: Vec<u8>,
+    /// New buckets in binary ([`Self::writing_binary_values`]).
+    binary_values: bool,
 }
 
 /// Lowercase hex, into one string allocated once (this runs several times per decision).
@@ -397,6 +412,7 @@ impl RedisStore {
             path: Path::Unknown,
             functions: function::Functions::Try,
             packed: Vec::new(),
+            binary_values: false,
         }
     }
 
@@ -404,6 +420,14 @@ impl RedisStore {
     /// otherwise, since an evicted bucket is a silently reset limit.
     pub fn allowing_eviction(mut self) -> Self {
         self.conn.allow_eviction();
+        self
+    }
+
+    /// Writes new buckets in the binary form (`ratelimit.redis_value_form = binary`) by the
+    /// scripts and the Function; the module keeps writing them in text (both are read on every
+    /// path, and each bucket is kept in the form it was found in).
+    pub fn writing_binary_values(mut self) -> Self {
+        self.binary_values = true;
         self
     }
 
@@ -528,7 +552,7 @@ impl RedisStore {
         let key = self.global("counters");
         let named = self.pending.named();
         let r = self.conn.call_by(deadline, Route::Key(&key), |c| {
-            let mut inv = scripts().add_counts.prepare_invoke();
+            let mut inv = scripts(false).add_counts.prepare_invoke();
             inv.key(&key);
             for (name, n) in named.iter().filter(|(_, n)| *n > 0) {
                 inv.arg(*name).arg(*n);
@@ -692,7 +716,13 @@ impl RedisStore {
     ) -> Result<AcquireReply, StoreError> {
         let lease_id = super::lease_id_for(ask)?;
         let (keys, args) = self.acquire_args(key, ask, lease_ttl_ms, lease_id);
-        self.step_by(Command::Acquire, &scripts().acquire, &keys, &args, deadline)
+        self.step_by(
+            Command::Acquire,
+            &scripts(self.binary_values).acquire,
+            &keys,
+            &args,
+            deadline,
+        )
     }
 
     /// acquire.lua's keys and arguments after `now` (RL.ACQUIRE's full form).
@@ -807,8 +837,12 @@ impl Store for RedisStore {
             args.push(u8::from(a.dry_run).to_string());
             args.push(a.policy.code_arg());
         }
-        let reply: AcquireAllReply =
-            self.step(Command::AcquireAll, &scripts().acquire_all, &names, &args)?;
+        let reply: AcquireAllReply = self.step(
+            Command::AcquireAll,
+            &scripts(self.binary_values).acquire_all,
+            &names,
+            &args,
+        )?;
         let (reported, flags, lease, expired, combined, each) = reply;
         let each = each
             .chunks(6)
@@ -859,8 +893,13 @@ impl Store for RedisStore {
         _: &mut Counters,
     ) -> Result<Verdict, StoreError> {
         let bucket = self.bucket_key(key);
-        let (tokens, stamp, now, kind, prev): (Option<u64>, Option<i64>, i64, i64, u64) =
-            self.step(Command::Peek, &scripts().peek, &[bucket], &[])?;
+        let (tokens, stamp, now, kind, prev): (Option<u64>, Option<i64>, i64, i64, u64) = self
+            .step(
+                Command::Peek,
+                &scripts(self.binary_values).peek,
+                &[bucket],
+                &[],
+            )?;
         let kind = Kind::from_code(kind).unwrap_or_default();
         let stored = tokens.zip(stamp).map(|(tokens, stamp)| Bucket {
             tokens,
@@ -876,7 +915,12 @@ impl Store for RedisStore {
         for t in leases {
             let zset = self.leases_key(&t.key);
             let id = hex(&t.id.0);
-            let n: u64 = self.step(Command::Release, &scripts().release, &[zset], &[id])?;
+            let n: u64 = self.step(
+                Command::Release,
+                &scripts(self.binary_values).release,
+                &[zset],
+                &[id],
+            )?;
             freed += n;
         }
         self.note(&Counters::default(), carry);
@@ -911,7 +955,12 @@ impl crate::storage::Refunds for RedisStore {
             cost.to_string(),
             policy.code_arg(),
         ];
-        let flags: u8 = self.step(Command::Refund, &scripts().refund, &[bucket], &args)?;
+        let flags: u8 = self.step(
+            Command::Refund,
+            &scripts(self.binary_values).refund,
+            &[bucket],
+            &args,
+        )?;
         let mut counts = Counters::default();
         counts.clock_regressions += u64::from(flags & 4 != 0);
         self.note(&counts, carry);
@@ -1029,11 +1078,12 @@ impl Reports for RedisStore {
 
 impl Batching for RedisStore {
     fn add_denials(&mut self, denials: &[(BucketKey, u64)]) -> Result<(), StoreError> {
+        let scripts = scripts(self.binary_values);
         for (key, n) in denials {
             let bucket = self.bucket_key(key);
             let n = n.to_string();
             self.conn.call(Route::Key(&bucket), |c| {
-                scripts().add_denials.key(&bucket).arg(&n).invoke::<()>(c)
+                scripts.add_denials.key(&bucket).arg(&n).invoke::<()>(c)
             })?;
         }
         Ok(())
@@ -1106,7 +1156,7 @@ impl KeyRecords for RedisStore {
                 STAMP_NOW => now.to_string(),
                 s => s.to_string(),
             };
-            let mut inv = scripts().record_key.prepare_invoke();
+            let mut inv = scripts(false).record_key.prepare_invoke();
             inv.key(&key)
                 .arg(&expected)
                 .arg(&fp)

@@ -469,12 +469,20 @@ end
 -- issue 24). In both, each number is `in_range`. A value is written back in the form it was
 -- read in; a new bucket in text, which every build reads.
 local BINARY_MARK = '\1'
+-- The form of a new bucket: the one line the scripts and the Function of a host with
+-- ratelimit.redis_value_form = binary differ by (`value_form` in mod.rs), so that they are other
+-- scripts (another SHA) and another library than a text host's.
+local NEW_BUCKETS_BINARY = false
 local BINARY_7, BINARY_9 = '<c1i8i8i8i8i8i8i8', '<c1i8i8i8i8i8i8i8i8i8'
 -- tonumber and struct.unpack give doubles: any integer past this one reads as one past it too
 -- (rounding is monotonic and 2^53 a double), so the range checks of `in_range` are exact.
 local MAX_STORED = 2 ^ 53 - 1
 
+-- `binary`: the form the bucket was read in (nil: a new bucket).
 local function format_bucket(tokens, stamp, full_again, used, counts, kind, prev, binary)
+  if binary == nil then
+    binary = NEW_BUCKETS_BINARY
+  end
   local window = (kind or TOKEN_BUCKET) ~= TOKEN_BUCKET or (prev or 0) ~= 0
   -- A count saturates (a value holds none past MAX_STORED).
   local a, d, i = math.min(counts[1], MAX_STORED), math.min(counts[2], MAX_STORED),
@@ -590,10 +598,10 @@ local function first_on(what, key, ...)
 end
 
 -- A damaged bucket is never read as a full one. It is replaced by an empty bucket stamped now
--- (which refills as the policy allows, so the service resumes by itself), and the call fails:
--- "unavailable", a denial.
+-- (which refills as the policy allows, so the service resumes by itself), in text as the module
+-- replaces it, and the call fails: "unavailable", a denial.
 local function damaged(key, p, now)
-  redis.call('SET', key, format_bucket(0, now, now + p.per, now, { 0, 0, 0 }), 'PX',
-    int(p.per + 1000))
+  redis.call('SET', key, format_bucket(0, now, now + p.per, now, { 0, 0, 0 }, nil, nil, false),
+    'PX', int(p.per + 1000))
   error({ err = 'RLCORRUPT a bucket value ratelimit did not write, replaced by an empty bucket' })
 end
