@@ -2,7 +2,8 @@
 // The loop bench/redis/callgrind measures: php callgrind.php PEER N URL
 // 200 warm-up calls, then N, round-robin over SUBJECTS (100) subjects, a limit never reached
 // (every call a round trip). PEER: module or script (ratelimit_acquire, the extension configured
-// by the caller's -d options, on a server with the module or a plain one), floor (EVALSHA of
+// by the caller's -d options, on a server with the module or a plain one; binary: the same with
+// ratelimit.redis_value_form=binary), floor (EVALSHA of
 // `return 1` with one key, phpredis), peer (bench/redis/lib.php's phpredis + Lua token bucket),
 // raw (RL.ACQUIRE's short form sent by phpredis: the server's side without our client). With
 // CHECK=1 in the environment, prints ratelimit_stats()['redis_path'] after the warm-up.
@@ -12,7 +13,7 @@ $n = (int) $n;
 $count = (int) (getenv('SUBJECTS') ?: 100);
 $subjects = array_map(fn ($i) => "user-$i", range(0, $count - 1));
 require_once __DIR__ . '/lib.php'; // PEER_LUA
-if ($peer === 'module' || $peer === 'script') {
+if ($peer === 'module' || $peer === 'script' || $peer === 'binary') {
     $call = fn (string $s) => ratelimit_acquire($s, limit: 1000000000, per: 60.0);
 } else {
     $u = parse_url($url);

@@ -326,7 +326,7 @@ pub const REDIS: [Directive; 13] = [
     directive(c"ratelimit.redis_value_form", c"text",
         "text or binary",
         "redis",
-        "The form the scripts write a new bucket's value in (docs/redis.md, \"A bucket's stored value\"): `text`, which every build reads, or `binary`, some 10% less of the server's work a decision, which older builds (those without this setting) cannot read: set it once every host of the site runs a build that has it. Every path reads both forms and keeps a bucket in the form it found it.", |c, v| {
+        "The form the scripts write a new bucket's value in (docs/redis.md, \"A bucket's stored value\"): `text`, which every build reads, or `binary`, some 13% less of the server's work a decision on the scripts' path, which older builds (those without this setting) cannot read: set it once every host of the site runs a build that has it. Every path reads both forms and keeps a bucket in the form it found it.", |c, v| {
         c.redis.binary_values = match v.trim() {
             "text" => false,
             "binary" => true,

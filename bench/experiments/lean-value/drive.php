@@ -5,29 +5,35 @@
 // `return 1`, phpredis), peer (bench/redis/lib.php's phpredis + Lua token bucket), or a
 // function of the prototype library: cur (the Function as it is), cur_bin (the same on values
 // in binary), bin7, bin2, txt2, tgs.
-// With N = 0: prints the medians and p99 of ROUNDS interleaved rounds of every PEER instead.
+// With N = 0: prints the medians and p99 of ROUNDS interleaved rounds of every PEER instead;
+// with N = -1, writes every peer's values and exits (run once first).
 declare(strict_types=1);
 require __DIR__ . '/../../redis/lib.php'; // PEER_LUA
 [, $port, $n, $which] = $argv + [null, '6379', '1000', 'cur'];
 $r = new Redis();
 $r->connect('127.0.0.1', (int) $port);
 const SUBJECTS = 1000;
+// A token each 100 s: never short of tokens in a run, and never full again, so that no bucket
+// expires between two calls on it (full, it would one second after its last call: under
+// valgrind a round over the subjects takes longer, and a missing bucket goes another way).
+const LIMIT = '1000000';
+const PER_MS = '100000000000';
 $peerSha = $r->script('load', PEER_LUA);
 $floorSha = $r->script('load', 'return 1');
 $call = function (string $peer, int $i) use ($r, $peerSha, $floorSha) {
     $k = "$peer:" . ($i % SUBJECTS);
     return match ($peer) {
         'floor' => $r->evalSha($floorSha, [$k], 1),
-        'peer' => $r->evalSha($peerSha, [$k, '1000000000', '60000', '1'], 1),
+        'peer' => $r->evalSha($peerSha, [$k, LIMIT, PER_MS, '1'], 1),
         // The Function as it is, on values in binary.
-        'cur_bin' => $r->rawCommand('FCALL', 'cur', '1', $k, '', '1000000000', '60000', '1'),
-        default => $r->rawCommand('FCALL', $peer, '1', $k, '', '1000000000', '60000', '1'),
+        'cur_bin' => $r->rawCommand('FCALL', 'cur', '1', $k, '', LIMIT, PER_MS, '1'),
+        default => $r->rawCommand('FCALL', $peer, '1', $k, '', LIMIT, PER_MS, '1'),
     };
 };
 /** Every subject's value in PEER's form (the peer makes its own hash by a first call). */
 function seed(Redis $r, string $peer, Closure $call): void
 {
-    $cap = 1000000000 * 1000;
+    $cap = (int) LIMIT * 1000;
     $now = (int) (microtime(true) * 1000);
     for ($i = 0; $i < SUBJECTS; $i++) {
         $v = match ($peer) {
@@ -51,14 +57,21 @@ function seed(Redis $r, string $peer, Closure $call): void
         exit(1);
     }
 }
+$peers = ['floor', 'tgs', 'peer', 'cur', 'cur_bin', 'bin7', 'bin2', 'txt2'];
+// N = -1: every peer's values written (before any count: the server's tables then grow, and
+// rehash, outside the counted calls).
+if ((int) $n < 0) {
+    foreach ($peers as $p) {
+        seed($r, $p, $call);
+    }
+    exit(0);
+}
 if ((int) $n > 0) {
-    seed($r, $which, $call);
     for ($i = 0; $i < (int) $n; $i++) {
         $call($which, $i);
     }
     exit(0);
 }
-$peers = ['floor', 'tgs', 'peer', 'cur', 'cur_bin', 'bin7', 'bin2', 'txt2'];
 $rounds = (int) (getenv('ROUNDS') ?: 7);
 $med = $p99 = [];
 foreach ($peers as $p) {

@@ -36,9 +36,23 @@ local function lean_acquire(keys, args)
       break
     end
     local cap, binary = limit * MILLI, false
-    local t, s, f, u, a, d, i = string.match(v,
-      '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
-    if t then
+    local t, s, f, u, a, d, i
+    -- Binary first: a length compared costs a text value nothing it notices; a failed match
+    -- would cost a binary one more.
+    if #v == 57 and string.byte(v, 1) == 1 then
+      local _
+      _, t, s, f, u, a, d, i = struct.unpack(BINARY_7, v)
+      local max = MAX_STORED
+      if t < 0 or t > max or s < -MAX_BOOKED or s > MAX_BOOKED or f < -max or f > max or u < -max
+        or u > max or a < 0 or a > max or d < 0 or d > max or i < 0 or i > max then
+        break
+      end
+      binary = true
+    else
+      t, s, f, u, a, d, i = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
+      if not t then
+        break
+      end
       -- Counts carried as read only in the form they are written (no leading zero, exact in a
       -- double: at most 15 digits); any other goes the general way, which writes them anew.
       -- Numbers of 15 characters or fewer are within `in_range`'s bounds; longer ones go the
@@ -49,19 +63,6 @@ local function lean_acquire(keys, args)
         break
       end
       t, s = t + 0, s + 0
-    else
-      if #v ~= 57 or string.byte(v, 1) ~= 1 then
-        break
-      end
-      local _
-      _, t, s, f, u, a, d, i = struct.unpack(BINARY_7, v)
-      local max = MAX_STORED
-      if t < 0 or t > max or s < -MAX_BOOKED or s > MAX_BOOKED or f < -max or f > max or u < -max
-        or u > max
-        or a < 0 or a > max or d < 0 or d > max or i < 0 or i > max then
-        break
-      end
-      binary = true
     end
     local tokens, stamp = math.min(t, cap), s
     local regressed = now < stamp
