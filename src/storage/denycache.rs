@@ -309,7 +309,7 @@ impl Store for DenyCache {
 mod tests {
     use super::*;
     use crate::core::decision::Request;
-    use crate::storage::fake::{key, Fake, Manual};
+    use crate::storage::fake::{key, Fake, Manual, Serving};
     use crate::storage::ErrorKind;
 
     /// 1 token per second, bucket of 1.
@@ -713,72 +713,38 @@ mod tests {
         added: u64,
     }
 
-    /// The fake store, its denials going to a [`Sink`].
-    struct Sinking(Box<dyn Store>, std::rc::Rc<std::cell::RefCell<Sink>>);
-
-    impl Store for Sinking {
-        fn acquire(
-            &mut self,
-            k: &BucketKey,
-            a: &Ask,
-            ttl: u64,
-            c: &mut Counters,
-        ) -> Result<Acquired, StoreError> {
-            self.0.acquire(k, a, ttl, c)
-        }
-        fn acquire_all(
-            &mut self,
-            k: &[BucketKey],
-            a: &[Ask],
-            ttl: u64,
-            c: &mut Counters,
-        ) -> Result<AcquiredAll, StoreError> {
-            self.0.acquire_all(k, a, ttl, c)
-        }
-        fn peek(
-            &mut self,
-            k: &BucketKey,
-            p: &Policy,
-            c: &mut Counters,
-        ) -> Result<Verdict, StoreError> {
-            self.0.peek(k, p, c)
-        }
-        fn release(&mut self, l: &[LeaseToken], c: &mut Counters) -> Result<u64, StoreError> {
-            self.0.release(l, c)
-        }
-        fn reset(&mut self, k: &BucketKey, c: &mut Counters) -> Result<bool, StoreError> {
-            self.0.reset(k, c)
-        }
-        fn serve(&mut self, q: Query<'_>, c: &mut Counters) -> Result<Reply, StoreError> {
-            let Query::AddDenials(d) = q else {
-                return self.0.serve(q, c);
-            };
-            let mut sink = self.1.borrow_mut();
-            match sink.answer {
-                // A breaker's refusal: nothing added.
-                Some(ErrorKind::Unreachable) => Err(StoreError::new(
-                    ErrorKind::Unreachable,
-                    crate::storage::failover::OPEN,
-                )),
-                // Some may have been added, as a timeout leaves it unknown.
-                Some(kind) => {
-                    sink.added += d.iter().map(|(_, n)| n).sum::<u64>();
-                    Err(StoreError::new(kind, "no answer in time"))
-                }
-                None => {
-                    sink.added += d.iter().map(|(_, n)| n).sum::<u64>();
-                    Ok(Reply::Done)
-                }
-            }
-        }
-    }
-
     /// A cache whose store's denials go to the returned sink, with one local denial held.
     fn with_a_local_denial() -> (T, std::rc::Rc<std::cell::RefCell<Sink>>) {
         let time = Manual::at(10_000);
         let store = Fake::new(time.clock());
         let sink = std::rc::Rc::new(std::cell::RefCell::new(Sink::default()));
-        let inner = Box::new(Sinking(store.boxed(), std::rc::Rc::clone(&sink)));
+        let to = std::rc::Rc::clone(&sink);
+        // The fake store, its denials going to the sink.
+        let inner = Box::new(Serving(
+            store.boxed(),
+            Box::new(move |q, inner, c| {
+                let Query::AddDenials(d) = q else {
+                    return inner.serve(q, c);
+                };
+                let mut sink = to.borrow_mut();
+                match sink.answer {
+                    // A breaker's refusal: nothing added.
+                    Some(ErrorKind::Unreachable) => Err(StoreError::new(
+                        ErrorKind::Unreachable,
+                        crate::storage::failover::OPEN,
+                    )),
+                    // Some may have been added, as a timeout leaves it unknown.
+                    Some(kind) => {
+                        sink.added += d.iter().map(|(_, n)| n).sum::<u64>();
+                        Err(StoreError::new(kind, "no answer in time"))
+                    }
+                    None => {
+                        sink.added += d.iter().map(|(_, n)| n).sum::<u64>();
+                        Ok(Reply::Done)
+                    }
+                }
+            }),
+        ));
         let mut t = T {
             cache: DenyCache::new(inner, time.clock(), Denials::InTotals),
             time,

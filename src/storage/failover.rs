@@ -702,7 +702,7 @@ impl Store for Failover {
 mod tests {
     use super::*;
     use crate::core::decision::Reason;
-    use crate::storage::fake::{key, Fake, Manual};
+    use crate::storage::fake::{key, Fake, Manual, Serving};
     use std::cell::Cell;
     use std::os::unix::fs::PermissionsExt;
     use std::rc::Rc;
@@ -1628,60 +1628,6 @@ mod tests {
     /// The denials a primary was given.
     type Seen = Rc<std::cell::RefCell<Vec<(BucketKey, u64)>>>;
 
-    /// The primary, recording every denial it is given (the fake's `add_denials` keeps none).
-    struct CountingDenials(Box<dyn Store>, Seen);
-
-    impl Store for CountingDenials {
-        fn acquire(
-            &mut self,
-            key: &BucketKey,
-            ask: &Ask,
-            lease_ttl_ms: u64,
-            carry: &mut Counters,
-        ) -> Result<Acquired, StoreError> {
-            self.0.acquire(key, ask, lease_ttl_ms, carry)
-        }
-
-        fn acquire_all(
-            &mut self,
-            keys: &[BucketKey],
-            asks: &[Ask],
-            lease_ttl_ms: u64,
-            carry: &mut Counters,
-        ) -> Result<AcquiredAll, StoreError> {
-            self.0.acquire_all(keys, asks, lease_ttl_ms, carry)
-        }
-
-        fn peek(
-            &mut self,
-            key: &BucketKey,
-            policy: &Policy,
-            carry: &mut Counters,
-        ) -> Result<Verdict, StoreError> {
-            self.0.peek(key, policy, carry)
-        }
-
-        fn release(
-            &mut self,
-            leases: &[LeaseToken],
-            carry: &mut Counters,
-        ) -> Result<u64, StoreError> {
-            self.0.release(leases, carry)
-        }
-
-        fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
-            self.0.reset(key, carry)
-        }
-
-        fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
-            let r = self.0.serve(q, carry);
-            if let (Query::AddDenials(d), Ok(_)) = (&q, &r) {
-                self.1.borrow_mut().extend_from_slice(d);
-            }
-            r
-        }
-    }
-
     /// A fake primary with two masters (key(1) on the first, key(2) on the second) whose
     /// second's breaker is half-open, recording the denials it is given.
     fn second_master_half_open(h: &Host) -> (Failover, Seen) {
@@ -1690,8 +1636,19 @@ mod tests {
             st.nodes.insert(key(1).bucket, "10.0.0.1:7000".into());
             st.nodes.insert(key(2).bucket, "10.0.0.2:7000".into());
         }
-        let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
-        let primary = Box::new(CountingDenials(h.primary.boxed(), Rc::clone(&seen)));
+        let seen = Seen::default();
+        let added = Rc::clone(&seen);
+        // The primary, recording the denials it added (the fake's `add_denials` keeps none).
+        let primary = Box::new(Serving(
+            h.primary.boxed(),
+            Box::new(move |q, inner, c| {
+                let r = inner.serve(q, c);
+                if let (Query::AddDenials(d), Ok(_)) = (q, &r) {
+                    added.borrow_mut().extend_from_slice(d);
+                }
+                r
+            }),
+        ));
         let mut a = h.with_breaker(Failover::new(primary, h.log()), CFG);
         h.primary
             .0

@@ -171,6 +171,57 @@ impl Manual {
     }
 }
 
+/// How a [`Serving`] answers a query: the inner store is there to ask, or not.
+pub type ServeWith =
+    Box<dyn for<'a> FnMut(Query<'a>, &mut dyn Store, &mut Counters) -> Result<Reply, StoreError>>;
+
+/// A store in front of another that answers its queries (`serve`) as a test says, and passes
+/// every other call through: what the tests of a wrapper watch or answer of its store.
+pub struct Serving(pub Box<dyn Store>, pub ServeWith);
+
+impl Store for Serving {
+    fn acquire(
+        &mut self,
+        key: &BucketKey,
+        ask: &Ask,
+        lease_ttl_ms: u64,
+        carry: &mut Counters,
+    ) -> Result<Acquired, StoreError> {
+        self.0.acquire(key, ask, lease_ttl_ms, carry)
+    }
+
+    fn acquire_all(
+        &mut self,
+        keys: &[BucketKey],
+        asks: &[Ask],
+        lease_ttl_ms: u64,
+        carry: &mut Counters,
+    ) -> Result<AcquiredAll, StoreError> {
+        self.0.acquire_all(keys, asks, lease_ttl_ms, carry)
+    }
+
+    fn peek(
+        &mut self,
+        key: &BucketKey,
+        policy: &Policy,
+        carry: &mut Counters,
+    ) -> Result<decision::Verdict, StoreError> {
+        self.0.peek(key, policy, carry)
+    }
+
+    fn release(&mut self, leases: &[LeaseToken], carry: &mut Counters) -> Result<u64, StoreError> {
+        self.0.release(leases, carry)
+    }
+
+    fn reset(&mut self, key: &BucketKey, carry: &mut Counters) -> Result<bool, StoreError> {
+        self.0.reset(key, carry)
+    }
+
+    fn serve(&mut self, q: Query<'_>, carry: &mut Counters) -> Result<Reply, StoreError> {
+        (self.1)(q, self.0.as_mut(), carry)
+    }
+}
+
 pub fn key(n: u8) -> BucketKey {
     BucketKey {
         bucket: [n; 16],
