@@ -66,9 +66,15 @@ local function txt2_write(t, s)
   return string.format('%d %d', t, s)
 end
 
-redis.register_function('bin7', function(keys, args) return proto(keys, args, bin7_read, bin7_write) end)
-redis.register_function('bin2', function(keys, args) return proto(keys, args, bin2_read, bin2_write) end)
-redis.register_function('txt2', function(keys, args) return proto(keys, args, txt2_read, txt2_write) end)
+redis.register_function('bin7', function(keys, args)
+  return proto(keys, args, bin7_read, bin7_write)
+end)
+redis.register_function('bin2', function(keys, args)
+  return proto(keys, args, bin2_read, bin2_write)
+end)
+redis.register_function('txt2', function(keys, args)
+  return proto(keys, args, txt2_read, txt2_write)
+end)
 -- TIME, GET and SET .. PX, nothing decided: what no Lua token bucket gets under.
 redis.register_function('tgs', function(keys, args)
   redis.call('TIME')

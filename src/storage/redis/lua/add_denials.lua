@@ -5,6 +5,6 @@ local t, s, f, u, a, d, i, k, pv, binary = parse_bucket(get_bucket(KEYS[1]))
 if not t then
   return 0
 end
-redis.call('SET', KEYS[1], format_bucket(t, s, f, u, { a, d + tonumber(ARGV[1]), i }, k, pv, binary),
-  'KEEPTTL')
+redis.call('SET', KEYS[1],
+  format_bucket(t, s, f, u, { a, d + tonumber(ARGV[1]), i }, k, pv, binary), 'KEEPTTL')
 return 1

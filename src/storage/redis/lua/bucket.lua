@@ -465,11 +465,13 @@ end
 -- Two forms of the same fields (docs/redis.md, "A bucket's stored value"): text, decimal
 -- numbers separated by one space; and binary, BINARY_MARK then each number as a little-endian
 -- 64-bit integer, read and written by struct instead of string.match and string.format (some
--- 11,000 fewer instructions of the server's per decision, 13%: bench/redis/callgrind, issue 24). In both, each number is `in_range`. A value is written back in the form it was
--- read in; a new bucket in text, which every build reads.
+-- 11,000 fewer instructions of the server's per decision, 13%: bench/redis/callgrind, issue
+-- 24). In both, each number is `in_range`. A value is written back in the form it was read in;
+-- a new bucket in the host's form (NEW_BUCKETS_BINARY), a damaged one's replacement in text,
+-- which every build reads.
 local BINARY_MARK = '\1'
 -- The form of a new bucket: the one line the scripts and the Function of a host with
--- ratelimit.redis_value_form = binary differ by (`value_form` in mod.rs), so that they are other
+-- ratelimit.redis_value_form = binary differ by (`bucket_lua` in mod.rs), so that they are other
 -- scripts (another SHA) and another library than a text host's.
 local NEW_BUCKETS_BINARY = false
 local BINARY_7, BINARY_9 = '<c1i8i8i8i8i8i8i8', '<c1i8i8i8i8i8i8i8i8i8'

@@ -30,7 +30,7 @@ local function lean_acquire(keys, args)
   -- is '0' or left out. In text, the counts are carried as the strings they are, but the one
   -- that grows: each number read (strtod) or written (sprintf) costs the server some 500 to 900
   -- instructions (bench/redis/callgrind). In binary, they are read and written by struct, the
-  -- ranges checked as `parse_binary` does.
+  -- ranges checked as bucket.lua's `in_range` does.
   repeat
     if not v or (code ~= nil and tonumber(code) ~= TOKEN_BUCKET) then
       break
@@ -49,7 +49,8 @@ local function lean_acquire(keys, args)
       end
       binary = true
     else
-      t, s, f, u, a, d, i = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
+      t, s, f, u, a, d, i = string.match(v,
+        '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
       if not t then
         break
       end
