@@ -962,14 +962,15 @@ fn libraries(c: &mut redis::Connection) -> Vec<String> {
     names
 }
 
-/// Three older builds' libraries stay beside this build's (a rolling upgrade never makes two
-/// builds delete each other's); a fourth makes the load delete them all. Libraries that are not
-/// a build's (another name, even one starting `ratelimit_`) are never touched.
+/// Five other libraries stay beside this build's (a rolling upgrade while an older build still
+/// runs, each with hosts of both value forms, never makes builds delete each other's); a sixth
+/// makes the load delete them all. Libraries that are not a build's (another name, even one
+/// starting `ratelimit_`) are never touched.
 #[test]
-fn older_builds_libraries_are_deleted_past_three() {
+fn other_builds_libraries_are_deleted_past_five() {
     let old = |i: u32| format!("ratelimit_{i:016x}");
     let foreign = ["app_lib", "ratelimit_mine"];
-    for (olds, left) in [(3, 3), (4, 0)] {
+    for (olds, left) in [(5, 5), (6, 0)] {
         let dir = tempfile::tempdir().unwrap();
         let server = OwnServer::start(dir.path(), &[]);
         let mut c = server.admin();
@@ -987,6 +988,27 @@ fn older_builds_libraries_are_deleted_past_three() {
             "{libs:?}"
         );
     }
+}
+
+/// Hosts of one build with `ratelimit.redis_value_form` set both ways each load their own
+/// library beside four older ones, and never delete each other's: each loads once.
+#[test]
+fn text_and_binary_hosts_keep_each_others_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(dir.path(), &[]);
+    let mut c = server.admin();
+    for i in 1..=4u32 {
+        load_library(&mut c, &format!("ratelimit_{i:016x}"));
+    }
+    let mut text = store_on(&server, &fresh_prefix());
+    let mut binary = store_on(&server, &fresh_prefix()).writing_binary_values();
+    // Taking turns (limit 5: each admits 4 of 4).
+    for _ in 0..2 {
+        assert_eq!(admitted(&mut text, 2), 2);
+        assert_eq!(admitted(&mut binary, 2), 2);
+    }
+    assert_eq!(calls_of(&server, "function|load"), 4 + 2);
+    assert_eq!(libraries(&mut c).len(), 6);
 }
 
 /// A build still running whose library was deleted by another's load loads it again on its

@@ -220,12 +220,15 @@ fn fcall(c: &mut Link, lib: &Library, packed: &[u8]) -> Result<Option<LeanReply>
     }
 }
 
-/// How many libraries of other builds a load leaves on the server. Every build loads its own
-/// (see the module's doc), so without a bound a server kept for years collects one per
-/// deploy. Two builds side by side (a rolling upgrade) never delete each other's: the bound is
-/// passed only once older builds' libraries pile up, and a build still running whose library
-/// was deleted loads it again on its next call (one more round trip, once).
-const KEEP_OTHERS: usize = 3;
+/// How many libraries of other builds a load leaves on the server. Every build loads its own,
+/// two with `ratelimit.redis_value_form` set both ways on a site (see the module's doc), so
+/// without a bound a server kept for years collects one or two per deploy. Three builds side by
+/// side (a rolling upgrade while an older one still runs), each with both value forms, never
+/// delete each other's (red team: at three, two builds of both forms would have been the limit,
+/// then each load deleted the others and they loaded again, over and over): the bound is passed
+/// only once older builds' libraries pile up, and a build still running whose library was
+/// deleted loads it again on its next call (one more round trip, once).
+const KEEP_OTHERS: usize = 5;
 
 /// Whether `name` is a library this code names (`ratelimit_` and 16 hex digits): a library of
 /// someone else's, even one called `ratelimit_something`, is never deleted.

@@ -205,17 +205,33 @@ fn parse_bucket(v: &[u8]) -> Option<[i64; 7]> {
         return parse_binary(v);
     }
     let v = std::str::from_utf8(v).ok()?;
+    // bucket.lua's patterns: `%d+` (digits only), `%-?%d+` for the three instants, `[0123]`
+    // (red team: `str::parse` also took `+5`, `-0` as a count and `01` as a code).
+    let digits = |f: &str| -> Option<i64> {
+        (!f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| f.parse().ok())
+            .flatten()
+    };
+    let signed = |f: &str| match f.strip_prefix('-') {
+        Some(d) => digits(d).map(|n| -n),
+        None => digits(f),
+    };
     let mut out = [0i64; 7];
     let mut fields = v.split(' ');
-    for o in out.iter_mut() {
-        *o = fields.next()?.parse().ok()?;
+    for (i, o) in out.iter_mut().enumerate() {
+        let f = fields.next()?;
+        *o = if (1..=3).contains(&i) {
+            signed(f)?
+        } else {
+            digits(f)?
+        };
     }
     // A window's policy code and previous window (see format_bucket), or nothing more.
     let prev = match (fields.next(), fields.next(), fields.next()) {
         (None, _, _) => 0,
-        (Some(k), Some(p), None) => {
-            k.parse::<i64>().ok().and_then(Kind::from_code)?;
-            p.parse().ok()?
+        (Some(k @ ("0" | "1" | "2" | "3")), Some(p), None) => {
+            Kind::from_code(digits(k)?)?;
+            digits(p)?
         }
         _ => return None,
     };
@@ -1273,6 +1289,7 @@ mod stored_tests {
 
     #[test]
     fn a_value_is_read_alike_in_either_form() {
+        assert_eq!(parse_bucket(b"0 -0 -0 -0 0 0 0 0 0"), Some([0; 7]));
         let fields = [999_000, -5, 6_000, 7, 12, 3, 4];
         assert_eq!(parse_bucket(b"999000 -5 6000 7 12 3 4"), Some(fields));
         assert_eq!(parse_bucket(&binary(&fields)), Some(fields));
@@ -1291,6 +1308,15 @@ mod stored_tests {
             "1 2 3 4 5 6 99999999999999999999",
             "1 2 3 4 5 6 7 2 9007199254740992",
             "1 2 3 4 5 6 7 9 0",
+            // Not bucket.lua's patterns (red team 3).
+            "+5000 1 1 1 1 1 0",
+            "-0 1 1 1 1 1 0",
+            "5000 1 1 1 +1 1 0",
+            "5000 1 1 1 1 -0 1",
+            "5000 1 1 1 1 1 0 01 5",
+            "5000 1 1 1 1 1 0 1 +5",
+            "5000 +1 1 1 1 1 0",
+            "5000 1 1 1 1 1 0 1 -0",
         ] {
             assert_eq!(parse_bucket(v.as_bytes()), None, "{v}");
         }
