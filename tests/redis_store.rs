@@ -1379,3 +1379,44 @@ proptest! {
         }
     }
 }
+
+/// Red team 3: text values every decision path calls damaged (bucket.lua's `parse_bucket`:
+/// `%d+` takes no sign, the code is one of `[0123]`; the module's `parse` alike) are shown by
+/// top, whose parser takes Rust's `i64::from_str` (a leading `+`, `-0` for an unsigned field,
+/// `01` for the code). "top() skips it" does not hold for them.
+#[test]
+fn red3_top_skips_values_every_decision_path_calls_damaged() {
+    let r = Redis::single();
+    let mut c = admin();
+    let mut s = r.store(None);
+    let values = [
+        "+5000 1 1 1 1 1 0",
+        "-0 1 1 1 1 1 0",
+        "5000 1 1 1 +1 1 0",
+        "5000 1 1 1 1 -0 1",
+        "5000 1 1 1 1 1 0 01 5",
+        "5000 1 1 1 1 1 0 1 +5",
+    ];
+    for (n, v) in values.iter().enumerate() {
+        let k = key(200 + n as u8);
+        let name = format!("{}{{{}}}b:{}", r.prefix, hex(&k.group), hex(&k.bucket));
+        let _: () = redis::cmd("SET").arg(&name).arg(*v).query(&mut c).unwrap();
+    }
+    let listed: Vec<u8> = s.top(100).unwrap().iter().map(|b| b.bucket[0]).collect();
+    // Each is damaged for a decision: the call fails RLCORRUPT and the value is replaced.
+    for n in 0..values.len() {
+        let k = key(200 + n as u8);
+        let e = s
+            .acquire(&k, &ask(5, 60_000, 0), 60_000, &mut none())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{:?}", values[n]);
+    }
+    assert!(
+        listed.is_empty(),
+        "top lists damaged values: {:?}",
+        listed
+            .iter()
+            .map(|b| values[(*b - 200) as usize])
+            .collect::<Vec<_>>()
+    );
+}
