@@ -1404,12 +1404,12 @@ fn top_skips_the_text_values_every_decision_path_calls_damaged() {
     }
     let listed: Vec<u8> = s.top(100).unwrap().iter().map(|b| b.bucket[0]).collect();
     // Each is damaged for a decision: the call fails RLCORRUPT and the value is replaced.
-    for n in 0..values.len() {
+    for (n, v) in values.iter().enumerate() {
         let k = key(200 + n as u8);
         let e = s
             .acquire(&k, &ask(5, 60_000, 0), 60_000, &mut none())
             .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Corrupt, "{:?}", values[n]);
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{v:?}");
     }
     assert!(
         listed.is_empty(),
