@@ -131,6 +131,37 @@ mod cluster_functions {
     crate::conformance_suite!(super::Functions(super::Redis::cluster()));
 }
 
+/// A host writing new buckets in binary (`ratelimit.redis_value_form = binary`): its Function
+/// and its scripts, on the single server and the cluster, pass the same suite.
+struct Binary(Redis, bool);
+
+impl Backend for Binary {
+    type S = RedisStore;
+    fn open(&self, clock: Clock) -> RedisStore {
+        let s = self.0.store(Some(clock)).writing_binary_values();
+        if self.1 {
+            s.scripts_only()
+        } else {
+            s
+        }
+    }
+}
+
+mod single_binary {
+    use super::conformance;
+    crate::conformance_suite!(super::Binary(super::Redis::single(), false));
+}
+
+mod cluster_binary {
+    use super::conformance;
+    crate::conformance_suite!(super::Binary(super::Redis::cluster(), false));
+}
+
+mod single_binary_scripts {
+    use super::conformance;
+    crate::conformance_suite!(super::Binary(super::Redis::single(), true));
+}
+
 /// Runs `bucket.lua` with a driver appended, on the single server.
 fn eval_bucket_lua(driver: &str, args: &[String]) -> Vec<i64> {
     let src = format!(
