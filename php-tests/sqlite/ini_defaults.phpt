@@ -61,6 +61,7 @@ ratelimit.redis_sentinel=''
 ratelimit.redis_sentinel_master=''
 ratelimit.redis_timeout_ms='50'
 ratelimit.redis_url='redis://127.0.0.1:6379/0'
+ratelimit.redis_value_form='text'
 ratelimit.request_replays='3'
 ratelimit.request_ttl='60'
 -- PHP_INI_SYSTEM
